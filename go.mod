@@ -1,0 +1,3 @@
+module github.com/distlock/locker
+
+go 1.26.8
