@@ -1,0 +1,214 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/distlock/locker/driver"
+)
+
+// cleanupTimeout bounds the background work done on a lease's behalf after it
+// ended (best-effort release on Close, Expire): it never waits on a dead
+// backend for long.
+const cleanupTimeout = 5 * time.Second
+
+// client is the portable Locker over one driver.Backend.
+type client struct {
+	b       driver.Backend
+	name    string
+	opts    options
+	rounder driver.TTLRounder
+	log     *slog.Logger
+
+	// ctx is cancelled by Close: it stops in-flight acquisitions and the
+	// background work of every lease.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // in-flight acquisitions and background goroutines
+
+	mu     sync.Mutex
+	closed bool
+	leases map[*lease]struct{}
+}
+
+// New returns a Locker over a backend. Backends wrap it in their own
+// constructors (redis.New, etcd.New …); use it directly only to run a backend
+// of your own. The options set Locker-wide defaults. On error the caller still
+// owns b.
+func New(b driver.Backend, opts ...Option) (Locker, error) {
+	o := defaultOptions()
+	o.apply(opts)
+	if o.err != nil {
+		return nil, fmt.Errorf("%s: new: %w", b.Name(), o.err)
+	}
+	c := &client{b: b, name: b.Name(), opts: o, leases: map[*lease]struct{}{}}
+	c.rounder, _ = b.(driver.TTLRounder)
+	c.log = o.logger
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if _, err := c.roundTTL(o.ttl); err != nil {
+		return nil, fmt.Errorf("%s: new: %w", c.name, err)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// roundTTL applies the backend's TTL rules; an error always wraps
+// ErrInvalidOption.
+func (c *client) roundTTL(ttl time.Duration) (time.Duration, error) {
+	if c.rounder == nil {
+		return ttl, nil
+	}
+	r, err := c.rounder.RoundTTL(ttl)
+	switch {
+	case err != nil && !errors.Is(err, ErrInvalidOption):
+		return 0, fmt.Errorf("%w: TTL %v: %w", ErrInvalidOption, ttl, err)
+	case err != nil:
+		return 0, err
+	case r < ttl:
+		// The contract: rounded up, never silently shortened.
+		return 0, fmt.Errorf("%w: backend would shorten TTL %v to %v", ErrInvalidOption, ttl, r)
+	}
+	return r, nil
+}
+
+func (c *client) Acquire(ctx context.Context, key string, opts ...Option) (Lease, error) {
+	return c.acquire(ctx, "acquire", key, opts, c.b.Acquire)
+}
+
+func (c *client) TryAcquire(ctx context.Context, key string, opts ...Option) (Lease, error) {
+	return c.acquire(ctx, "try-acquire", key, opts, c.b.TryAcquire)
+}
+
+type acquireFunc func(context.Context, *driver.Request) (driver.Lock, error)
+
+func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do acquireFunc) (Lease, error) {
+	o := c.opts
+	o.apply(opts)
+	if o.err != nil {
+		return nil, &opError{c.name, op, key, o.err}
+	}
+	if err := ValidateKey(key); err != nil {
+		return nil, &opError{c.name, op, key, err}
+	}
+	ttl, err := c.roundTTL(o.ttl)
+	if err != nil {
+		return nil, &opError{c.name, op, key, err}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &opError{c.name, op, key, err}
+	}
+	if !c.begin() {
+		return nil, &opError{c.name, op, key, ErrClosed}
+	}
+	defer c.wg.Done()
+
+	// Close cancels in-flight acquisitions through this context.
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(c.ctx, func() { cancel(ErrClosed) })
+	defer stop()
+
+	l := &lease{c: c, key: key, ttl: ttl, autoRefresh: o.autoRefresh, done: make(chan struct{})}
+	req := &driver.Request{Key: storedKey(o.namespace, key), Owner: driver.NewOwnerID(), Label: o.owner, TTL: ttl, Lost: l.lost}
+	dl, err := do(actx, req)
+	if err != nil {
+		if errors.Is(context.Cause(actx), ErrClosed) && ctx.Err() == nil {
+			err = ErrClosed
+		}
+		return nil, wrapError(ctx, c.name, op, key, err)
+	}
+	if err := c.hold(l, dl); err != nil {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer rcancel()
+		_ = dl.Release(rctx)
+		return nil, &opError{c.name, op, key, err}
+	}
+	return l, nil
+}
+
+// begin registers an in-flight call; false once the Locker is closed.
+func (c *client) begin() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
+// hold starts a granted lease and tracks it, unless the Locker closed
+// meanwhile or the backend already reported the lock lost.
+func (c *client) hold(l *lease, dl driver.Lock) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if err := l.start(dl); err != nil {
+		return err
+	}
+	c.leases[l] = struct{}{}
+	return nil
+}
+
+func (c *client) forget(l *lease) {
+	c.mu.Lock()
+	delete(c.leases, l)
+	c.mu.Unlock()
+}
+
+// background runs fn in a goroutine that Close waits for.
+func (c *client) background(fn func(ctx context.Context)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn(c.ctx)
+	}()
+}
+
+func (c *client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	held := make([]*lease, 0, len(c.leases))
+	for l := range c.leases {
+		held = append(held, l)
+	}
+	c.mu.Unlock()
+
+	// Leases end first, so that Done closes at once and in-flight refreshes
+	// cancelled below cannot blame the cancellation.
+	for _, l := range held {
+		l.closeLocker()
+	}
+	c.cancel()
+	var wg sync.WaitGroup
+	for _, l := range held {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.cleanupAfterClose()
+		}()
+	}
+	wg.Wait()
+	c.wg.Wait()
+	if err := c.b.Close(); err != nil {
+		return fmt.Errorf("%s: close: %w", c.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+// Package driver defines the interface a locker backend implements.
+//
+// Most users never import it: they use the portable types of package locker,
+// built over a Backend with locker.New, or opened from a URL with locker.Open.
+// Backend authors implement Backend and Lock here, and prove them with
+// package conformance.
+//
+// The split follows database/sql and database/sql/driver. The portable layer
+// (package locker) does, once for every backend: key and option validation,
+// namespacing, the owner id, the local validity deadline on the monotonic
+// clock, Done and Err, the automatic refresh loop, Do, closed-state checks and
+// error wrapping. A backend does only what is particular to its engine: grant,
+// wait for, refresh and release one lock, and hand out fencing tokens.
+//
+// # Errors
+//
+// A backend returns locker.ErrLocked when a lock is held by another owner and
+// locker.ErrLeaseLost when a refresh or release finds the lock is no longer
+// its own. Any other error is reported to users as locker.ErrUnavailable
+// wrapping the backend's error, unless the call's context has ended, in which
+// case the context's error is reported. A backend never retries a failed
+// request on its own beyond what its engine protocol needs.
+package driver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// OwnerID is the random 128-bit identity of one lease. Refresh and release are
+// conditional on it, so that nobody can release a lock they do not hold.
+type OwnerID [16]byte
+
+// NewOwnerID returns a random OwnerID from crypto/rand.
+func NewOwnerID() OwnerID {
+	var id OwnerID
+	// crypto/rand.Read never returns an error on supported platforms (Go 1.24+).
+	_, _ = rand.Read(id[:])
+	return id
+}
+
+// String returns the id as 32 lower-case hexadecimal digits.
+func (id OwnerID) String() string { return hex.EncodeToString(id[:]) }
+
+// Request describes one acquisition. The portable layer fills it in and has
+// already validated it: the key is valid, the TTL is positive and has been
+// through TTLRounder if the backend implements it.
+type Request struct {
+	// Key is the name of the lock as the backend must store it. It is valid
+	// UTF-8 of at most 2049 bytes. When the Locker has a namespace, Key is the
+	// namespace, a NUL byte, and the user's key: NUL appears in no user key, so
+	// namespaced and plain keys never collide. Backends encode Key as their
+	// store requires; two distinct keys must never map to the same stored name.
+	Key string
+
+	// Owner identifies this acquisition; refresh and release compare it.
+	Owner OwnerID
+
+	// Label is a human-readable holder label for inspection (may be empty).
+	Label string
+
+	// TTL is how long the lock lives on the server unless refreshed.
+	TTL time.Duration
+
+	// Lost, when the backend learns that a granted lock has ended on the
+	// server (session expired, lease revoked, connection lost with the lock
+	// bound to it), is called with the cause. It may be called from any
+	// goroutine, more than once, and after Release; it never blocks.
+	Lost func(cause error)
+}
+
+// Backend is one client of a lock service. Its methods are called
+// concurrently from many goroutines.
+type Backend interface {
+	// Name is the short name used in error messages ("redis", "etcd").
+	Name() string
+
+	// TryAcquire makes one attempt to take req.Key. It returns
+	// locker.ErrLocked when another owner holds the key. If the outcome of the
+	// attempt is unknown (the context ended after the request was sent), the
+	// backend removes any trace of req.Owner before returning.
+	TryAcquire(ctx context.Context, req *Request) (Lock, error)
+
+	// Acquire blocks until req.Key is taken for req.Owner, ctx ends, or the
+	// backend fails. It waits with the engine's own notification, never by
+	// polling at a fixed interval. A wait that ends without the lock leaves
+	// nothing behind: no queue entry, no key, no goroutine.
+	Acquire(ctx context.Context, req *Request) (Lock, error)
+
+	// Close releases the backend's resources (connections it created,
+	// subscriptions, goroutines). The portable layer calls it once, after
+	// every lease of the Locker has ended.
+	Close() error
+}
+
+// Lock is one granted lock.
+type Lock interface {
+	// Token is the fencing token of this acquisition: > 0, and strictly
+	// larger than the token of every earlier acquisition of the same key.
+	Token() uint64
+
+	// Start is when the request that obtained the lock was sent, read from the
+	// monotonic clock (time.Now) before sending. The lock is valid on the
+	// server until at least Start + TTL. The portable layer derives the local
+	// deadline from it.
+	Start() time.Time
+
+	// Refresh extends the lock to ttl from a moment no earlier than when
+	// Refresh was called. It returns locker.ErrLeaseLost when the lock is no
+	// longer held by this owner, and never extends another owner's lock.
+	Refresh(ctx context.Context, ttl time.Duration) error
+
+	// Release gives the lock up if, and only if, it is still held by this
+	// owner. Releasing a lock that is gone or held by another owner returns
+	// locker.ErrLeaseLost and changes nothing. Release may be called after the
+	// lock was lost, to clean up early.
+	Release(ctx context.Context) error
+}
+
+// TTLRounder is an optional interface of a Backend whose engine cannot honour
+// every TTL exactly (whole seconds, a server minimum). If a Backend does not
+// implement it, every positive TTL is used as given.
+type TTLRounder interface {
+	// RoundTTL returns the TTL the backend will really use: ttl itself or a
+	// longer one, never shorter; or an error wrapping
+	// locker.ErrInvalidOption when ttl cannot be honoured.
+	RoundTTL(ttl time.Duration) (time.Duration, error)
+}
+
+// Expirer is an optional interface of a Lock whose server-side life is not
+// bounded by the TTL alone (a ZooKeeper node lives as long as its session, an
+// etcd key as long as a shared lease). The portable layer calls Expire once
+// when the local deadline passes without a successful refresh; the backend
+// then deletes its own entry, conditionally on its owner, so the lock is free
+// for others within the TTL. If a Lock does not implement it, the server is
+// trusted to expire the lock at Start + TTL.
+type Expirer interface {
+	Expire(ctx context.Context)
+}

@@ -1,0 +1,293 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/locker/driver"
+)
+
+// DriftMargin returns how much earlier than Start+TTL a lease's local deadline
+// is set: 1% of the TTL plus 2 ms, for clock-rate differences between client
+// and server and the scheduling delay of the timer itself (Redlock's rule).
+func DriftMargin(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+type leaseState int
+
+const (
+	pending leaseState = iota // granted by the backend, not yet started
+	held
+	released
+	lost
+)
+
+// lease is the portable Lease over one driver.Lock. It owns the local
+// deadline (a timer, not a goroutine), Done/Err, and, with automatic refresh,
+// one goroutine.
+type lease struct {
+	c           *client
+	key         string
+	ttl         time.Duration
+	autoRefresh bool
+	done        chan struct{}
+
+	// ops serializes the calls into the driver for this lease, honouring the
+	// caller's context while waiting for a turn.
+	ops chan struct{}
+
+	mu          sync.Mutex
+	dl          driver.Lock
+	token       uint64
+	state       leaseState
+	err         error
+	deadline    time.Time
+	timer       *time.Timer
+	stopRefresh chan struct{}
+	pendingLoss error // a loss the backend reported before start
+	cleaned     bool  // the driver's Release was tried after the loss
+}
+
+func (l *lease) Key() string           { return l.key }
+func (l *lease) Token() uint64         { return l.token }
+func (l *lease) Done() <-chan struct{} { return l.done }
+
+func (l *lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+func (l *lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// start arms the lease; the caller holds c.mu and knows the Locker is open.
+func (l *lease) start(dl driver.Lock) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pendingLoss != nil {
+		return fmt.Errorf("%w: %w", ErrLeaseLost, l.pendingLoss)
+	}
+	l.dl, l.token = dl, dl.Token()
+	l.ops = make(chan struct{}, 1)
+	l.deadline = dl.Start().Add(l.ttl - DriftMargin(l.ttl))
+	if !time.Now().Before(l.deadline) {
+		return fmt.Errorf("%w: granted after its own deadline (TTL %v too short for this backend's latency)", ErrLeaseLost, l.ttl)
+	}
+	l.state = held
+	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+	if l.autoRefresh {
+		l.stopRefresh = make(chan struct{})
+		l.c.wg.Add(1)
+		go l.refreshLoop(l.stopRefresh)
+	}
+	return nil
+}
+
+// end moves a held lease to its final state; it reports whether it did. The
+// caller holds l.mu and must call c.forget(l) after unlocking when it did.
+func (l *lease) end(state leaseState, err error) bool {
+	if l.state != held {
+		return false
+	}
+	l.state, l.err = state, err
+	l.timer.Stop()
+	if l.stopRefresh != nil {
+		close(l.stopRefresh)
+	}
+	close(l.done)
+	return true
+}
+
+// endWith ends the lease from outside l.mu.
+func (l *lease) endWith(state leaseState, err error) bool {
+	l.mu.Lock()
+	ended := l.end(state, err)
+	l.mu.Unlock()
+	if ended {
+		l.c.forget(l)
+	}
+	return ended
+}
+
+func lostBecause(cause error) error { return fmt.Errorf("%w: %w", ErrLeaseLost, cause) }
+
+// lost is the driver.Request.Lost callback: the backend says the lock is gone.
+func (l *lease) lost(cause error) {
+	if cause == nil {
+		cause = errors.New("reported lost by the backend")
+	}
+	l.mu.Lock()
+	if l.state == pending {
+		if l.pendingLoss == nil {
+			l.pendingLoss = cause
+		}
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.endWith(lost, lostBecause(cause))
+}
+
+// expire runs at the local deadline.
+func (l *lease) expire() {
+	l.mu.Lock()
+	if l.state != held {
+		l.mu.Unlock()
+		return
+	}
+	if d := time.Until(l.deadline); d > 0 { // a refresh moved the deadline
+		l.timer.Reset(d)
+		l.mu.Unlock()
+		return
+	}
+	l.end(lost, lostBecause(errors.New("deadline passed without a successful refresh")))
+	l.mu.Unlock()
+	l.c.forget(l)
+	if x, ok := l.dl.(driver.Expirer); ok {
+		l.c.background(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+			defer cancel()
+			x.Expire(ctx)
+		})
+	}
+}
+
+// turn waits for this lease's turn to call into the driver.
+func (l *lease) turn(ctx context.Context) (release func(), err error) {
+	select {
+	case l.ops <- struct{}{}:
+		return func() { <-l.ops }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (l *lease) Refresh(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return &opError{l.c.name, "refresh", l.key, err}
+	}
+	done, err := l.turn(ctx)
+	if err != nil {
+		return &opError{l.c.name, "refresh", l.key, err}
+	}
+	defer done()
+	if err := l.Err(); err != nil {
+		return err
+	}
+	sent := time.Now()
+	if err := l.dl.Refresh(ctx, l.ttl); err != nil {
+		// Failed or ambiguous: the holder can no longer be sure it holds.
+		l.endWith(lost, lostBecause(wrapError(ctx, l.c.name, "refresh", l.key, err)))
+		return l.Err()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != held {
+		return l.err
+	}
+	if d := sent.Add(l.ttl - DriftMargin(l.ttl)); d.After(l.deadline) {
+		l.deadline = d
+		l.timer.Reset(time.Until(d))
+	}
+	return nil
+}
+
+func (l *lease) Release(ctx context.Context) error {
+	done, err := l.turn(ctx)
+	if err != nil {
+		return &opError{l.c.name, "release", l.key, err}
+	}
+	defer done()
+	l.mu.Lock()
+	switch l.state {
+	case released:
+		l.mu.Unlock()
+		return nil
+	case lost:
+		// Clean up our own entry early if it is still there; the driver's
+		// release is conditional on the owner, so a newer holder is safe.
+		cleanup := !l.cleaned
+		l.cleaned = true
+		lerr := l.err
+		l.mu.Unlock()
+		if cleanup {
+			_ = l.dl.Release(ctx)
+		}
+		return lerr
+	}
+	l.mu.Unlock()
+
+	err = l.dl.Release(ctx)
+	switch {
+	case err == nil:
+		l.endWith(released, ErrReleased)
+		return nil
+	case errors.Is(err, ErrLeaseLost):
+		l.endWith(lost, lostBecause(wrapError(ctx, l.c.name, "release", l.key, err)))
+		return l.Err()
+	default:
+		// Unknown outcome: the lease stays as it was, so the caller may try
+		// again; the deadline still ends it.
+		return wrapError(ctx, l.c.name, "release", l.key, err)
+	}
+}
+
+// closeLocker ends the lease because its Locker is closing.
+func (l *lease) closeLocker() {
+	l.endWith(lost, lostBecause(ErrClosed))
+}
+
+// cleanupAfterClose releases the lock on the backend, best effort, after the
+// Locker closed.
+func (l *lease) cleanupAfterClose() {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	done, err := l.turn(ctx)
+	if err != nil {
+		return
+	}
+	defer done()
+	l.mu.Lock()
+	cleanup := l.state == lost && !l.cleaned
+	l.cleaned = true
+	l.mu.Unlock()
+	if cleanup {
+		_ = l.dl.Release(ctx)
+	}
+}
+
+// refreshLoop refreshes the lease every third of its TTL until it ends. Each
+// refresh is bounded by that interval, so a hung one fails before the
+// deadline instead of silently outliving it.
+func (l *lease) refreshLoop(stop <-chan struct{}) {
+	defer l.c.wg.Done()
+	interval := l.ttl / 3
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(l.c.ctx, interval)
+		err := l.Refresh(ctx)
+		cancel()
+		if err != nil {
+			l.c.log.Warn("locker: automatic refresh failed; lease lost", "backend", l.c.name, "key", l.key, "err", err)
+			return
+		}
+		t.Reset(interval)
+	}
+}

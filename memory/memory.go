@@ -1,0 +1,150 @@
+// Package memory is the in-process backend of locker: the embedded default
+// for development and tests, and the reference implementation every other
+// backend is measured against.
+//
+// Lockers over one Store exclude each other, with the full contract of
+// package locker: TTL expiry, fencing tokens, FIFO waiters handed the lock
+// directly on release (no polling), and cancelled waits that leave nothing
+// behind. A Store lives as long as the process; it offers no protection
+// between processes.
+//
+// # URLs
+//
+// Importing the package registers the scheme "memory":
+//
+//	memory://       the process-wide default Store
+//	memory://name   the process-wide Store called name
+//
+// so that two parts of one program configured with the same URL share locks,
+// as they would with a networked backend.
+//
+// # Fencing tokens
+//
+// Tokens count up from 1 per key. The Store keeps the last token of every key
+// it has ever granted (eight bytes a key), so a key that is freed and taken
+// again never repeats a token for the Store's lifetime.
+package memory
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
+)
+
+// Scheme is the URL scheme this package registers.
+const Scheme = "memory"
+
+func init() { locker.Register(Scheme, open) }
+
+var named = struct {
+	sync.Mutex
+	stores map[string]*Store
+}{stores: map[string]*Store{}}
+
+// Named returns the process-wide Store called name, creating it on first use.
+// The URL memory://name opens a Locker over it.
+func Named(name string) *Store {
+	named.Lock()
+	defer named.Unlock()
+	s := named.stores[name]
+	if s == nil {
+		s = NewStore()
+		named.stores[name] = s
+	}
+	return s
+}
+
+func open(_ context.Context, u *url.URL) (driver.Backend, error) {
+	if u.User != nil || u.Port() != "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
+		return nil, errors.Join(locker.ErrInvalidURL, errors.New("memory: want memory:// or memory://name, with no user, port, path or query"))
+	}
+	return newBackend(Named(u.Hostname())), nil
+}
+
+// New returns a Locker over store (a new private Store when store is nil).
+func New(store *Store, opts ...locker.Option) (locker.Locker, error) {
+	if store == nil {
+		store = NewStore()
+	}
+	return locker.New(newBackend(store), opts...)
+}
+
+// errDisconnected is what a killed backend answers (a test hook standing for a
+// crashed client: its locks stay on the Store until their TTL).
+var errDisconnected = errors.New("memory: client disconnected")
+
+type backend struct {
+	store *Store
+	dead  atomic.Bool
+}
+
+func newBackend(s *Store) *backend { return &backend{store: s} }
+
+func (b *backend) Name() string { return Scheme }
+
+func (b *backend) check(ctx context.Context) error {
+	if b.dead.Load() {
+		return errDisconnected
+	}
+	return ctx.Err()
+}
+
+func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	h, err := b.store.try(req)
+	if err != nil {
+		return nil, err
+	}
+	return &lock{b: b, key: req.Key, h: h}, nil
+}
+
+func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	h, w := b.store.enqueue(req)
+	if h != nil {
+		return &lock{b: b, key: req.Key, h: h}, nil
+	}
+	select {
+	case <-w.ready:
+		return &lock{b: b, key: req.Key, h: w.grant}, nil
+	case <-ctx.Done():
+		b.store.cancel(req.Key, w)
+		return nil, ctx.Err()
+	}
+}
+
+func (b *backend) Close() error { return nil }
+
+type lock struct {
+	b   *backend
+	key string
+	h   *holding
+}
+
+func (l *lock) Token() uint64    { return l.h.token }
+func (l *lock) Start() time.Time { return l.h.start }
+
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := l.b.check(ctx); err != nil {
+		return err
+	}
+	return l.b.store.refresh(l.key, l.h, ttl)
+}
+
+func (l *lock) Release(ctx context.Context) error {
+	if err := l.b.check(ctx); err != nil {
+		return err
+	}
+	return l.b.store.release(l.key, l.h)
+}

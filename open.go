@@ -1,0 +1,133 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distlock/locker/driver"
+)
+
+// An Opener makes a Backend from a URL of the scheme it was registered for.
+// The query parameters that locker itself reads (ttl, namespace, owner) have
+// been removed from u. An Opener returns an error wrapping ErrInvalidURL for a
+// URL it cannot use, naming the part that is wrong.
+type Opener func(ctx context.Context, u *url.URL) (driver.Backend, error)
+
+var registry = struct {
+	sync.RWMutex
+	openers map[string]Opener
+}{openers: map[string]Opener{}}
+
+// Register makes a backend available to Open under a URL scheme. Backends
+// call it from init, as database/sql drivers do. Registering a scheme twice,
+// or a nil Opener, panics: it is a programming error found at start-up.
+func Register(scheme string, opener Opener) {
+	registry.Lock()
+	defer registry.Unlock()
+	scheme = strings.ToLower(scheme)
+	if opener == nil {
+		panic("locker: Register opener is nil for scheme " + scheme)
+	}
+	if _, dup := registry.openers[scheme]; dup {
+		panic("locker: Register called twice for scheme " + scheme)
+	}
+	registry.openers[scheme] = opener
+}
+
+// Schemes returns the registered URL schemes, sorted.
+func Schemes() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	out := make([]string, 0, len(registry.openers))
+	for s := range registry.openers {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Open opens a Locker from a URL, such as "memory://", "redis://host:6379/0",
+// "etcd://h1:2379,h2:2379/prefix" or "postgres://user@host/db". The backend
+// for the scheme must have been registered, usually by importing its package
+// for its side effect:
+//
+//	import _ "github.com/distlock/locker/redis"
+//
+// Besides each backend's own parameters, every URL accepts these query
+// parameters, which set Locker-wide defaults: ttl (a Go duration, e.g. 30s),
+// namespace, and owner. Options given to Open override them.
+//
+// A malformed URL returns an error wrapping ErrInvalidURL that names the
+// wrong part; a backend that cannot be reached returns one wrapping
+// ErrUnavailable.
+func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error repeats the whole URL, which may hold a password.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("%w: missing scheme (want scheme://…, one of %s)", ErrInvalidURL, strings.Join(Schemes(), ", "))
+	}
+	registry.RLock()
+	opener := registry.openers[strings.ToLower(u.Scheme)]
+	registry.RUnlock()
+	if opener == nil {
+		return nil, fmt.Errorf("%w: unknown scheme %q (registered: %s; forgotten import?)",
+			ErrInvalidURL, u.Scheme, strings.Join(Schemes(), ", "))
+	}
+	urlOpts, err := commonQuery(u)
+	if err != nil {
+		return nil, err
+	}
+	b, err := opener(ctx, u)
+	if err != nil {
+		return nil, wrapError(ctx, u.Scheme, "open", "", err)
+	}
+	l, err := New(b, append(urlOpts, opts...)...)
+	if err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// commonQuery takes the parameters every scheme shares out of u's query.
+func commonQuery(u *url.URL) ([]Option, error) {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: query: %v", ErrInvalidURL, err)
+	}
+	var opts []Option
+	if v, ok := q["ttl"]; ok {
+		d, err := time.ParseDuration(v[0])
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%w: query parameter ttl=%q: want a positive Go duration such as 30s", ErrInvalidURL, v[0])
+		}
+		opts = append(opts, WithTTL(d))
+	}
+	if v, ok := q["namespace"]; ok {
+		if err := ValidateKey(v[0]); err != nil {
+			return nil, fmt.Errorf("%w: query parameter namespace: %v", ErrInvalidURL, err)
+		}
+		opts = append(opts, WithNamespace(v[0]))
+	}
+	if v, ok := q["owner"]; ok {
+		opts = append(opts, WithOwner(v[0]))
+	}
+	for _, k := range []string{"ttl", "namespace", "owner"} {
+		q.Del(k)
+	}
+	u.RawQuery = q.Encode()
+	return opts, nil
+}
