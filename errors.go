@@ -6,9 +6,10 @@ import (
 	"fmt"
 )
 
-// The errors of the contract. Every error a Locker or Lease returns matches at
-// most one of them with errors.Is, besides context.Canceled or
-// context.DeadlineExceeded when the caller's context ended.
+// The errors of the contract, matched with errors.Is. A lost lease's error
+// matches ErrLeaseLost and its cause (ErrUnavailable, ErrClosed, a context
+// error); context.Canceled and context.DeadlineExceeded are returned as such
+// when the caller's context ended.
 var (
 	// ErrLocked: the key is held by another owner (TryAcquire).
 	ErrLocked = errors.New("locker: locked by another owner")
@@ -70,9 +71,10 @@ func wrapError(ctx context.Context, backend, op, key string, err error) error {
 	switch {
 	case isContract(err):
 	case ctx != nil && ctx.Err() != nil:
-		// The caller's context ended: report that, keeping what the backend said.
+		// The caller's context ended: report that. If the backend failed in
+		// its own way meanwhile, it may also have been unreachable: say both.
 		if !errors.Is(err, ctx.Err()) {
-			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+			err = fmt.Errorf("%w (%w: %w)", ctx.Err(), ErrUnavailable, err)
 		}
 	default:
 		// Includes a backend's own internal timeouts: the caller's context is

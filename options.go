@@ -9,6 +9,11 @@ import (
 // DefaultTTL is the lease time to live when no WithTTL option is given.
 const DefaultTTL = 15 * time.Second
 
+// MinTTL is the shortest TTL any Locker accepts: below it the drift margin
+// (DriftMargin) would leave a lease no validity at all. Backends may require
+// more (driver.TTLRounder).
+const MinTTL = 10 * time.Millisecond
+
 // An Option configures a Locker (given to New or Open: it then applies to every
 // lease) or one acquisition (given to Acquire, TryAcquire or Do: it overrides
 // the Locker's setting for that lease).
@@ -41,13 +46,13 @@ func (o *options) invalid(format string, args ...any) {
 	}
 }
 
-// WithTTL sets the lease time to live (default DefaultTTL). It must be
-// positive. A TTL the backend cannot honour exactly is rounded up, never
+// WithTTL sets the lease time to live (default DefaultTTL). It must be at
+// least MinTTL. A TTL the backend cannot honour exactly is rounded up, never
 // down, or refused with ErrInvalidOption.
 func WithTTL(d time.Duration) Option {
 	return func(o *options) {
-		if d <= 0 {
-			o.invalid("TTL %v is not positive", d)
+		if d < MinTTL {
+			o.invalid("TTL %v is shorter than the minimum %v", d, MinTTL)
 			return
 		}
 		o.ttl = d

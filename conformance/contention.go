@@ -1,0 +1,153 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/fencing"
+)
+
+func init() {
+	add("MutualExclusion_ManyClients_CounterExactTokensIncrease", testContention)
+	addIf[FIFOHarness]("FIFO_WaitersAcquireInArrivalOrder", "FIFO", testFIFO)
+}
+
+const (
+	contentionClients    = 8
+	contentionGoroutines = 8
+	contentionRounds     = 3
+)
+
+// testContention: many clients increment a counter that is not atomic — a
+// load, a yield, a store — inside the lock. Any overlap of two holders loses
+// an increment. The counter is read and written with atomics only so that
+// the race detector does not flag the intended unsynchronised pattern; the
+// lock alone must make it exact.
+func testContention(t *testing.T, s *suite) {
+	k := key(t, "counter")
+	guard := fencing.NewMemory()
+	var (
+		counter atomic.Int64
+		holders atomic.Int32
+		mu      sync.Mutex
+		tokens  []uint64 // in hold order
+		wg      sync.WaitGroup
+		errs    = make(chan error, contentionClients*contentionGoroutines)
+	)
+	ctx := s.ctx(t, 4*s.opTimeout())
+	for range contentionClients {
+		l := s.locker(t)
+		for range contentionGoroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range contentionRounds {
+					if err := increment(ctx, l, k, guard, &counter, &holders, &mu, &tokens); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	want := int64(contentionClients * contentionGoroutines * contentionRounds)
+	if got := counter.Load(); got != want {
+		t.Errorf("counter = %d, want %d: two holders overlapped", got, want)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Errorf("token #%d = %d after %d: tokens must strictly increase in hold order", i, tokens[i], tokens[i-1])
+			break
+		}
+	}
+}
+
+func increment(ctx context.Context, l locker.Locker, k string, guard *fencing.Memory,
+	counter *atomic.Int64, holders *atomic.Int32, mu *sync.Mutex, tokens *[]uint64) error {
+	lease, err := l.Acquire(ctx, k)
+	if err != nil {
+		return fmt.Errorf("Acquire: %w", err)
+	}
+	if n := holders.Add(1); n > 1 {
+		holders.Add(-1)
+		_ = lease.Release(ctx)
+		return fmt.Errorf("%d holders at once", n)
+	}
+	mu.Lock()
+	*tokens = append(*tokens, lease.Token())
+	mu.Unlock()
+	err = guard.Do(ctx, k, lease.Token(), func() error {
+		v := counter.Load()
+		runtime.Gosched()
+		counter.Store(v + 1)
+		return nil
+	})
+	holders.Add(-1)
+	if err != nil {
+		_ = lease.Release(ctx)
+		return fmt.Errorf("guard refused the current holder (token %d): %w", lease.Token(), err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		return fmt.Errorf("Release: %w", err)
+	}
+	return nil
+}
+
+// testFIFO: waiters queued one after another acquire in that order.
+func testFIFO(t *testing.T, s *suite) {
+	if !s.h.(FIFOHarness).FIFO() {
+		t.Skip("backend does not promise FIFO")
+	}
+	const waiters = 10
+	k := key(t, "fifo")
+	holder := s.tryAcquire(t, s.locker(t), k)
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		l := s.locker(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Acquire(s.ctx(t, s.opTimeout()), k)
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if err := lease.Release(s.ctx(t, s.opTimeout())); err != nil {
+				errs <- err
+			}
+		}()
+		// Arrival order is what the test controls: give each waiter time to
+		// be queued before the next one starts.
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.release(t, holder)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("acquisition order %v, want 0..%d in order", order, waiters-1)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"go.uber.org/goleak"
+)
+
+// Run runs every subtest of the suite against h. Subtests whose capability
+// the harness lacks are skipped, saying which.
+func Run(t *testing.T, h Harness) {
+	s := &suite{h: h, ttl: h.TTL()}
+	s.slack = s.ttl/2 + time.Second
+	if sl, ok := h.(Slacker); ok {
+		s.slack = sl.ExpirySlack()
+	}
+	// Warm up shared infrastructure (a container, a connection pool's
+	// background goroutines) outside any leak-checked subtest.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := h.NewLocker(ctx, t)
+	if err != nil {
+		t.Fatalf("harness: NewLocker: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("harness: Close: %v", err)
+	}
+	for _, st := range subtests {
+		t.Run(st.name, func(t *testing.T) {
+			if st.needs != nil && !st.needs(h) {
+				t.Skipf("harness lacks %s", st.capability)
+			}
+			s.checkLeaks(t)
+			st.fn(t, s)
+		})
+	}
+}
+
+type subtest struct {
+	name       string
+	fn         func(t *testing.T, s *suite)
+	capability string
+	needs      func(Harness) bool
+}
+
+// subtests lists the suite in the order it runs; each file adds its own.
+var subtests []subtest
+
+func add(name string, fn func(*testing.T, *suite)) {
+	subtests = append(subtests, subtest{name: name, fn: fn})
+}
+
+func addIf[C any](name, capability string, fn func(*testing.T, *suite)) {
+	subtests = append(subtests, subtest{name: name, fn: fn, capability: capability,
+		needs: func(h Harness) bool { _, ok := h.(C); return ok }})
+}
+
+type suite struct {
+	h     Harness
+	ttl   time.Duration
+	slack time.Duration
+}
+
+// opTimeout bounds any single call the suite expects to succeed.
+func (s *suite) opTimeout() time.Duration { return 10*s.ttl + 10*time.Second }
+
+// ctx returns a context that ends after d or when the subtest ends.
+func (s *suite) ctx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// locker returns a new client, closed when the subtest ends.
+func (s *suite) locker(t *testing.T, opts ...locker.Option) locker.Locker {
+	t.Helper()
+	l, err := s.h.NewLocker(s.ctx(t, s.opTimeout()), t, opts...)
+	if err != nil {
+		t.Fatalf("NewLocker: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// checkLeaks fails the subtest if goroutines it started outlive it. Its
+// cleanup is registered first, so it runs after every Locker is closed.
+func (s *suite) checkLeaks(t *testing.T) {
+	opts := []goleak.Option{goleak.IgnoreCurrent()}
+	if li, ok := s.h.(LeakIgnorer); ok {
+		opts = append(opts, li.IgnoreLeaks()...)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			goleak.VerifyNone(t, opts...)
+		}
+	})
+}
+
+// key returns a key no other subtest or run uses.
+func key(t *testing.T, suffix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "conformance/" + t.Name() + "/" + hex.EncodeToString(b[:]) + "/" + suffix
+}
+
+func (s *suite) tryAcquire(t *testing.T, l locker.Locker, k string, opts ...locker.Option) locker.Lease {
+	t.Helper()
+	lease, err := l.TryAcquire(s.ctx(t, s.opTimeout()), k, opts...)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q): %v", k, err)
+	}
+	return lease
+}
+
+func (s *suite) acquire(t *testing.T, l locker.Locker, k string, opts ...locker.Option) locker.Lease {
+	t.Helper()
+	lease, err := l.Acquire(s.ctx(t, s.opTimeout()), k, opts...)
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", k, err)
+	}
+	return lease
+}
+
+func (s *suite) release(t *testing.T, lease locker.Lease) {
+	t.Helper()
+	if err := lease.Release(s.ctx(t, s.opTimeout())); err != nil {
+		t.Fatalf("Release(%q): %v", lease.Key(), err)
+	}
+}
+
+// waitDone waits for lease.Done within d.
+func waitDone(t *testing.T, lease locker.Lease, d time.Duration, why string) {
+	t.Helper()
+	select {
+	case <-lease.Done():
+	case <-time.After(d):
+		t.Fatalf("lease %q: Done not closed within %v (%s)", lease.Key(), d, why)
+	}
+}
+
+func isDone(lease locker.Lease) bool {
+	select {
+	case <-lease.Done():
+		return true
+	default:
+		return false
+	}
+}
