@@ -1,0 +1,8 @@
+package main
+
+// The backends lockctl can reach by URL. Each registers its scheme with
+// locker.Register in init; a scheme missing here is reported by locker.Open
+// as unknown ("forgotten import?").
+import (
+	_ "github.com/distlock/locker/memory"
+)

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/fencing"
+)
+
+// The flash sale: c.stock units, c.buyers buyers all arriving at once. Each
+// buyer reads the stock, and if it is positive writes it back one lower and
+// counts a sale. Read and write are separate steps with a yield between them,
+// the shape of every read-modify-write against a remote store; without a lock
+// buyers interleave there and sell the same unit twice.
+
+// stockResource names the guarded resource in the fencing guard.
+const stockResource = "stock"
+
+// inventory is the resource the lock protects. Its fields are atomics only so
+// that the unlocked control run is a logical race (lost updates) and not a Go
+// data race, which the race detector would rightly refuse; the atomics do not
+// make read-then-write atomic.
+type inventory struct {
+	stock atomic.Int64
+	sold  atomic.Int64
+}
+
+// errors counts failed operations and keeps the first.
+type errorCount struct {
+	n     atomic.Int64
+	once  sync.Once
+	first error
+}
+
+func (e *errorCount) add(err error) {
+	e.n.Add(1)
+	e.once.Do(func() { e.first = err })
+}
+
+func (e *errorCount) fill(r *result) {
+	r.Errors = int(e.n.Load())
+	if r.Errors > 0 {
+		r.FirstError = e.first.Error()
+	}
+}
+
+// crowd runs buyer(i) for n buyers arriving at once: all goroutines are
+// started before the crowd may proceed. The first early buyers do not wait
+// for the others; the crowd proceeds once gate is closed (nil: at once). It
+// returns the wall time and each buyer's latency.
+func crowd(n, early int, gate <-chan struct{}, p *progress, buyer func(i int)) (time.Duration, []time.Duration) {
+	lat := make([]time.Duration, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i >= early {
+				<-start
+			}
+			t0 := time.Now()
+			buyer(i)
+			lat[i] = time.Since(t0)
+			p.add(1)
+		}()
+	}
+	if gate != nil {
+		<-gate
+	}
+	close(start)
+	wg.Wait()
+	return time.Since(t0), lat
+}
+
+func saleResult(name string, t *target, c *benchConfig, inv *inventory, elapsed time.Duration, lat []time.Duration) *result {
+	r := &result{
+		Workload: name, Backend: t.url, Sales: true,
+		Stock: c.stock, Sold: int(inv.sold.Load()), Left: int(inv.stock.Load()),
+		Ops: c.buyers, Elapsed: elapsed, samples: lat,
+	}
+	r.Oversold = max(0, r.Sold-r.Stock)
+	return r
+}
+
+// flashSaleUnlocked is the control run: the same buyers with no lock.
+func flashSaleUnlocked(_ context.Context, c *benchConfig, t *target, p *progress) (*result, error) {
+	inv := &inventory{}
+	inv.stock.Store(int64(c.stock))
+	elapsed, lat := crowd(c.buyers, 0, nil, p, func(int) {
+		if s := inv.stock.Load(); s > 0 {
+			runtime.Gosched() // the gap between read and write
+			inv.stock.Store(s - 1)
+			inv.sold.Add(1)
+		}
+	})
+	return saleResult("flash sale, no lock", t, c, inv, elapsed, lat), nil
+}
+
+// flashSale runs the sale under the lock. Every buyer takes the lock with
+// locker.Do; both its read and its write go through the fencing guard with
+// its token, so that a holder whose lease ran out can touch the stock neither
+// after a newer holder read it nor after a newer holder wrote it. (Fencing
+// only the write would let a stale holder write between a newer holder's read
+// and write: a lost update the guard cannot see.)
+//
+// The first c.pauses buyers instead acquire with a short TTL and no refresh,
+// ahead of the crowd so that the stock is still there for them to read, and
+// then stall — like a process in a long GC
+// pause — until their lease has ended and a newer holder has written. Their
+// write must then be refused.
+func flashSale(ctx context.Context, c *benchConfig, t *target, p *progress) (*result, error) {
+	inv := &inventory{}
+	inv.stock.Store(int64(c.stock))
+	guard := fencing.NewMemory()
+	key := t.key("flash-sale")
+	var refused, paused atomic.Int64
+	var errs errorCount
+
+	read := func(ctx context.Context, token uint64) (int64, error) {
+		var s int64
+		err := guard.Do(ctx, stockResource, token, func() error { s = inv.stock.Load(); return nil })
+		return s, err
+	}
+	write := func(ctx context.Context, token uint64, s int64) error {
+		runtime.Gosched() // the same gap between read and write as the control run
+		err := guard.Do(ctx, stockResource, token, func() error {
+			inv.stock.Store(s - 1)
+			inv.sold.Add(1)
+			return nil
+		})
+		if errors.Is(err, fencing.ErrStaleToken) {
+			refused.Add(1)
+			return nil
+		}
+		return err
+	}
+
+	buy := func(ctx context.Context, lease locker.Lease) error {
+		s, err := read(ctx, lease.Token())
+		if err != nil || s <= 0 {
+			return err
+		}
+		return write(ctx, lease.Token(), s)
+	}
+
+	// The crowd waits until a paused buyer holds the lock, so that at least
+	// one pause is certain; the other paused buyers queue before the crowd
+	// arrives, most likely ahead of it.
+	var (
+		gate     chan struct{}
+		openGate sync.Once
+	)
+	if n := min(c.pauses, c.buyers); n > 0 {
+		gate = make(chan struct{})
+	}
+	buyAfterPause := func() error {
+		lease, err := t.l.Acquire(ctx, key, locker.WithTTL(c.pauseTTL), locker.WithAutoRefresh(false))
+		openGate.Do(func() { close(gate) })
+		if err != nil {
+			return err
+		}
+		s, err := read(ctx, lease.Token())
+		if err == nil && s > 0 {
+			paused.Add(1)
+			stall(ctx, lease, guard, c.pauseTTL)
+			// A paused process wakes up unaware and carries on: it does not
+			// look at its context or lease, only the guard stops it.
+			err = write(context.WithoutCancel(ctx), lease.Token(), s)
+		}
+		if rerr := lease.Release(ctx); rerr != nil && !errors.Is(rerr, locker.ErrLeaseLost) {
+			err = errors.Join(err, rerr)
+		}
+		return err
+	}
+
+	elapsed, lat := crowd(c.buyers, c.pauses, gate, p, func(i int) {
+		var err error
+		if i < c.pauses {
+			err = buyAfterPause()
+		} else {
+			err = locker.Do(ctx, t.l, key, buy, locker.WithTTL(c.ttl))
+		}
+		if err != nil {
+			errs.add(err)
+		}
+	})
+	r := saleResult("flash sale", t, c, inv, elapsed, lat)
+	r.Refused, r.Paused = int(refused.Load()), int(paused.Load())
+	errs.fill(r)
+	return r, ctx.Err()
+}
+
+// stall waits as a paused holder would: past the end of its lease, and until
+// a newer holder has used the resource, so that the stale write that follows
+// meets a guard that knows better. It gives up waiting for the newer holder
+// after a bound, in case no other buyer comes: the write is then admitted,
+// which is right, because nobody touched the stock meanwhile.
+func stall(ctx context.Context, lease locker.Lease, guard *fencing.Memory, ttl time.Duration) {
+	select {
+	case <-lease.Done():
+	case <-ctx.Done():
+		return
+	}
+	bound := time.NewTimer(10*ttl + time.Second)
+	defer bound.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for guard.Highest(stockResource) <= lease.Token() {
+		select {
+		case <-tick.C:
+		case <-bound.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
