@@ -28,6 +28,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -62,8 +63,19 @@ func Named(name string) *Store {
 }
 
 func open(_ context.Context, u *url.URL) (driver.Backend, error) {
-	if u.User != nil || u.Port() != "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
-		return nil, errors.Join(locker.ErrInvalidURL, errors.New("memory: want memory:// or memory://name, with no user, port, path or query"))
+	var extra string
+	switch {
+	case u.User != nil:
+		extra = "user"
+	case u.Port() != "":
+		extra = "port"
+	case strings.Trim(u.Path, "/") != "":
+		extra = "path " + u.Path
+	case u.RawQuery != "":
+		extra = "query parameters " + u.RawQuery
+	}
+	if extra != "" {
+		return nil, fmt.Errorf("%w: unexpected %s (want memory:// or memory://name)", locker.ErrInvalidURL, extra)
 	}
 	return newBackend(Named(u.Hostname())), nil
 }
