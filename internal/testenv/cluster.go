@@ -1,0 +1,242 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	tcnetwork "github.com/testcontainers/testcontainers-go/network"
+)
+
+// A Cluster is a group of servers private to the calling test, removed at
+// its t.Cleanup. Members of etcd, ZooKeeper and Redis Cluster clusters talk
+// to one another on a private Docker network, which Disconnect cuts.
+type Cluster struct {
+	// Nodes are the members, in a fixed order.
+	Nodes []*Server
+	kind  string
+}
+
+// Addrs returns every member's client address, in the order of Nodes.
+func (c *Cluster) Addrs() []string {
+	a := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		a[i] = n.Addr()
+	}
+	return a
+}
+
+// Leader returns the current leader of an etcd cluster or ZooKeeper
+// ensemble, waiting up to 30 s for one: just after a fault there may be an
+// election under way.
+func (c *Cluster) Leader(t testing.TB) *Server {
+	t.Helper()
+	var leader *Server
+	err := poll(30*time.Second, func(ctx context.Context) error {
+		for _, n := range c.Nodes {
+			switch c.kind {
+			case "etcd":
+				if ok, _ := etcdIsLeader(ctx, n.Addr()); ok {
+					leader = n
+					return nil
+				}
+			case "zookeeper":
+				if r, _ := zkSrvr(ctx, n.Addr()); strings.Contains(r, "Mode: leader") {
+					leader = n
+					return nil
+				}
+			default:
+				return fmt.Errorf("a %s cluster has no leader", c.kind)
+			}
+		}
+		return fmt.Errorf("no member says it leads")
+	})
+	if err != nil {
+		t.Fatalf("testenv: leader of %s cluster: %v", c.kind, err)
+	}
+	return leader
+}
+
+// newCluster starts n members made by mk (given each member's index and
+// every member's port) in parallel, on a private network when withNet. The
+// members are not waited for; the caller decides what ready means.
+func newCluster(t testing.TB, kind string, n int, withNet bool, mk func(img images, i int, ports []int) spec) *Cluster {
+	t.Helper()
+	cli, err := docker()
+	if err != nil {
+		unavailable(t, "a %s cluster needs Docker (the LOCKER_TEST_* variables name single servers only): %v", kind, err)
+	}
+	server, etcd := findImagesOnce(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	var nw *testcontainers.DockerNetwork
+	if withNet {
+		startWatchdog()
+		nw, err = tcnetwork.New(ctx, tcnetwork.WithLabels(labels()))
+		if err != nil {
+			t.Fatalf("testenv: %s cluster network: %v", kind, err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// Members still attached make removal fail; they are removed
+			// first, because cleanups run last-registered first.
+			if _, err := cli.NetworkRemove(ctx, nw.ID, client.NetworkRemoveOptions{}); err != nil {
+				t.Errorf("testenv: remove network: %v", err)
+			}
+		})
+	}
+	ports := make([]int, n)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+	}
+	c := &Cluster{Nodes: make([]*Server, n), kind: kind}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sp := mk(images{server, etcd}, i, ports)
+			sp.noWait = true
+			if withNet {
+				sp.net, sp.alias = nw, fmt.Sprintf("%s%d", kind, i+1)
+			}
+			c.Nodes[i], errs[i] = startServer(ctx, cli, sp)
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, s := range c.Nodes {
+			if s != nil {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.remove()
+				}()
+			}
+		}
+		wg.Wait()
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+	}
+	// Every member must answer its probe (etcd: have a leader, ZooKeeper:
+	// serve as leader or follower), in parallel since they form a quorum
+	// together.
+	for i, s := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.ready(ctx)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("testenv: %s member %d: %v", kind, i+1, err)
+		}
+	}
+	t.Logf("testenv: %d-member %s cluster started in %v at %v", n, kind, time.Since(start).Round(time.Millisecond), c.Addrs())
+	return c
+}
+
+// RedisMasters returns n independent Redis masters, for Redlock.
+func RedisMasters(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return newCluster(t, "redis", n, false, func(img images, i int, ports []int) spec {
+		return redisSpec(img, ports[i])
+	})
+}
+
+// RedisCluster returns a Redis Cluster of 3 masters (no replicas) covering
+// all slots. Members tell clients their published 127.0.0.1 address in MOVED
+// replies and CLUSTER SLOTS, so a cluster client follows redirections from
+// the test process. A member that stops does not stop the others serving
+// their slots (cluster-require-full-coverage no).
+//
+// The address is announced as the members' hostname rather than with
+// cluster-announce-ip, because the announced ip is also what peers use for
+// the cluster bus, and 127.0.0.1 in one container is not another container.
+func RedisCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c := newCluster(t, "redis", 3, true, func(img images, i int, ports []int) spec {
+		return redisSpec(img, ports[i],
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "/tmp/nodes.conf",
+			"--cluster-node-timeout", "5000",
+			"--cluster-require-full-coverage", "no",
+			"--cluster-announce-hostname", "127.0.0.1",
+			"--cluster-preferred-endpoint-type", "hostname")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Peers meet on the private network, by address: CLUSTER MEET takes
+	// no names.
+	args := []string{"redis-cli", "--cluster", "create"}
+	for _, s := range c.Nodes {
+		r, err := s.cli.ContainerInspect(ctx, s.c.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatalf("testenv: redis cluster: %v", err)
+		}
+		ep := r.Container.NetworkSettings.Networks[s.net.Name]
+		if ep == nil {
+			t.Fatalf("testenv: redis cluster: member not on network %s", s.net.Name)
+		}
+		args = append(args, ep.IPAddress.String()+":"+strconv.Itoa(s.port))
+	}
+	args = append(args, "--cluster-yes")
+	code, out, err := c.Nodes[0].c.Exec(ctx, args)
+	if err != nil || code != 0 {
+		b, _ := io.ReadAll(out)
+		t.Fatalf("testenv: redis-cli --cluster create: exit %d, %v: %s", code, err, b)
+	}
+	for i, s := range c.Nodes {
+		s.probe = redisPing
+		if err := poll(30*time.Second, func(ctx context.Context) error { return redisClusterOK(ctx, s) }); err != nil {
+			t.Fatalf("testenv: redis cluster member %d: %v", i+1, err)
+		}
+	}
+	return c
+}
+
+// EtcdCluster returns a 3-member etcd 3.6 cluster. Each member advertises
+// its published 127.0.0.1 client address, so clients that sync endpoints
+// from the member list keep reaching them.
+func EtcdCluster(t testing.TB) *Cluster {
+	t.Helper()
+	var initial []string
+	for i := range 3 {
+		initial = append(initial, fmt.Sprintf("e%d=http://etcd%d:2380", i+1, i+1))
+	}
+	return newCluster(t, "etcd", 3, true, func(img images, i int, ports []int) spec {
+		sp := etcdSpec(img.etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1))
+		return sp
+	})
+}
+
+// ZooKeeperEnsemble returns a 3-server ZooKeeper 3.8 ensemble with the
+// settings of ZooKeeper.
+func ZooKeeperEnsemble(t testing.TB) *Cluster {
+	t.Helper()
+	var servers strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&servers, "server.%d=zookeeper%d:2888:3888\n", i+1, i+1)
+	}
+	return newCluster(t, "zookeeper", 3, true, func(img images, i int, ports []int) spec {
+		return zkSpec(img, ports[i], i+1, servers.String())
+	})
+}

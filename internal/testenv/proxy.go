@@ -1,0 +1,84 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
+)
+
+// A Proxy is a toxiproxy in the test process, between the test's clients
+// and one server, to break the client↔server path without touching the
+// server: clients dial Proxy.Addr instead of Server.Addr.
+type Proxy struct {
+	p *toxiproxy.Proxy
+}
+
+var (
+	toxiOnce   sync.Once
+	toxiServer *toxiproxy.ApiServer
+	toxiSeq    atomic.Int64
+)
+
+// Proxy starts a proxy on 127.0.0.1 in front of s (of its address now: a
+// proxy made before Restart still fits, since restarted servers keep their
+// address), removed at t.Cleanup. It works for external servers too.
+func (s *Server) Proxy(t testing.TB) *Proxy {
+	t.Helper()
+	toxiOnce.Do(func() {
+		toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	})
+	name := fmt.Sprintf("%s-%d", s.kind, toxiSeq.Add(1))
+	p := toxiproxy.NewProxy(toxiServer, name, "127.0.0.1:0", s.Addr())
+	if err := p.Start(); err != nil {
+		t.Fatalf("testenv: proxy for %s: %v", s.kind, err)
+	}
+	t.Cleanup(p.Stop)
+	return &Proxy{p: p}
+}
+
+// Addr returns the address clients dial to go through the proxy.
+func (p *Proxy) Addr() string { return p.p.Listen }
+
+func (p *Proxy) add(t testing.TB, typ, stream string, attrs string) {
+	t.Helper()
+	js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"attributes":%s}`, typ+"_"+stream, typ, stream, attrs)
+	if _, err := p.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+		t.Fatalf("testenv: toxic %s %s: %v", typ, stream, err)
+	}
+}
+
+// Blackhole stops traffic in both directions while keeping connections open
+// (and accepting new ones): requests go unanswered, as behind a dead router.
+// Bytes sent meanwhile are held, not lost, and delivered after Heal.
+func (p *Proxy) Blackhole(t testing.TB) {
+	t.Helper()
+	p.add(t, "timeout", "upstream", `{"timeout":0}`)
+	p.add(t, "timeout", "downstream", `{"timeout":0}`)
+}
+
+// ResetPeer resets (TCP RST) every connection, open or new, as soon as the
+// client sends on it, until Heal.
+func (p *Proxy) ResetPeer(t testing.TB) {
+	t.Helper()
+	p.add(t, "reset_peer", "upstream", `{"timeout":0}`)
+}
+
+// Latency delays every answer from the server by d (so each round trip
+// grows by d), until Heal. toxiproxy counts in whole milliseconds.
+func (p *Proxy) Latency(t testing.TB, d time.Duration) {
+	t.Helper()
+	p.add(t, "latency", "downstream", fmt.Sprintf(`{"latency":%d,"jitter":0}`, d.Milliseconds()))
+}
+
+// Heal removes every toxic: traffic flows again on the open connections.
+func (p *Proxy) Heal(t testing.TB) {
+	t.Helper()
+	p.p.Toxics.ResetToxics(context.Background())
+}

@@ -1,0 +1,353 @@
+package testenv_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/distlock/locker/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func redisClient(t *testing.T, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// ping reports whether one PING to addr succeeds within d.
+func ping(t *testing.T, c *redis.Client, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return c.Ping(ctx).Err()
+}
+
+// eventually retries f for up to d: a server that just came back may refuse
+// the first attempts of a client that still holds a dead connection.
+func eventually(t *testing.T, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestRedis_PauseKillRestart(t *testing.T) {
+	s := testenv.Redis(t)
+	c := redisClient(t, s.Addr())
+	if err := c.Set(ctxT(t, 5*time.Second), "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	s.Pause(t)
+	if err := ping(t, c, 500*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) && !isTimeout(err) {
+		t.Fatalf("PING to a paused server: %v, want a timeout", err)
+	}
+	s.Unpause(t)
+	eventually(t, 5*time.Second, func() error { return ping(t, c, time.Second) })
+
+	addr := s.Addr()
+	s.Kill(t)
+	if err := ping(t, c, time.Second); err == nil {
+		t.Fatal("PING to a killed server succeeded")
+	}
+	s.Restart(t)
+	if s.Addr() != addr {
+		t.Logf("address changed over restart: %s -> %s", addr, s.Addr())
+	}
+	c2 := redisClient(t, s.Addr())
+	eventually(t, 5*time.Second, func() error { return ping(t, c2, time.Second) })
+	// No persistence: the restart lost the key, which is what Redis
+	// fencing tests rely on.
+	if err := c2.Get(ctxT(t, 5*time.Second), "k").Err(); err != redis.Nil {
+		t.Fatalf("GET after restart: %v, want redis.Nil", err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestProxy_BlackholeResetLatencyHeal(t *testing.T) {
+	s := testenv.Redis(t)
+	p := s.Proxy(t)
+	c := redisClient(t, p.Addr())
+	if err := ping(t, c, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	p.Blackhole(t)
+	if err := ping(t, c, 500*time.Millisecond); err == nil || !(errors.Is(err, context.DeadlineExceeded) || isTimeout(err)) {
+		t.Fatalf("PING through a blackhole: %v, want a timeout", err)
+	}
+	p.Heal(t)
+	eventually(t, 5*time.Second, func() error { return ping(t, c, time.Second) })
+
+	p.ResetPeer(t)
+	if err := ping(t, c, 2*time.Second); err == nil {
+		t.Fatal("PING through reset_peer succeeded")
+	}
+	p.Heal(t)
+	eventually(t, 5*time.Second, func() error { return ping(t, c, time.Second) })
+
+	p.Latency(t, 300*time.Millisecond)
+	start := time.Now()
+	if err := ping(t, c, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("PING with 300ms latency took %v", d)
+	}
+	p.Heal(t)
+}
+
+func TestRedisMasters(t *testing.T) {
+	t.Parallel()
+	cl := testenv.RedisMasters(t, 3)
+	if len(cl.Addrs()) != 3 {
+		t.Fatalf("addrs %v", cl.Addrs())
+	}
+	for _, a := range cl.Addrs() {
+		if err := ping(t, redisClient(t, a), 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRedisCluster(t *testing.T) {
+	t.Parallel()
+	cl := testenv.RedisCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()[:1]})
+	defer c.Close()
+	ctx := ctxT(t, 30*time.Second)
+	// Keys spread over all slots, so the client must follow MOVED to every
+	// member through the announced addresses.
+	for i := range 50 {
+		if err := c.Set(ctx, fmt.Sprintf("key%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		if v, err := c.Get(ctx, fmt.Sprintf("key%d", i)).Int(); err != nil || v != i {
+			t.Fatalf("key%d = %v, %v", i, v, err)
+		}
+	}
+	// A stopped member leaves the others serving their slots.
+	cl.Nodes[2].Pause(t)
+	if err := ping(t, redisClient(t, cl.Nodes[0].Addr()), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cl.Nodes[2].Unpause(t)
+}
+
+func etcdClient(t *testing.T, eps ...string) *clientv3.Client {
+	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func etcdPut(c *clientv3.Client, d time.Duration, k string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if _, err := c.Put(ctx, k, "v"); err != nil {
+		return err
+	}
+	r, err := c.Get(ctx, k)
+	if err != nil {
+		return err
+	}
+	if len(r.Kvs) != 1 {
+		return fmt.Errorf("get %s: %d keys", k, len(r.Kvs))
+	}
+	return nil
+}
+
+func TestEtcd(t *testing.T) {
+	for _, v := range []struct {
+		name  string
+		start func(testing.TB) *testenv.Server
+		want  string
+	}{{"3.6", testenv.Etcd, "3.6."}, {"3.4", testenv.Etcd34, "3.4."}} {
+		t.Run(v.name, func(t *testing.T) {
+			s := v.start(t)
+			c := etcdClient(t, s.Addr())
+			if err := etcdPut(c, 5*time.Second, "/k"); err != nil {
+				t.Fatal(err)
+			}
+			st, err := c.Status(ctxT(t, 5*time.Second), s.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(st.Version, v.want) {
+				t.Fatalf("server version %s, want %s*", st.Version, v.want)
+			}
+		})
+	}
+}
+
+func TestEtcdCluster_PartitionAndRestart(t *testing.T) {
+	t.Parallel()
+	cl := testenv.EtcdCluster(t)
+	all := etcdClient(t, cl.Addrs()...)
+	if err := etcdPut(all, 10*time.Second, "/k"); err != nil {
+		t.Fatal(err)
+	}
+	leader := cl.Leader(t)
+	var minority *testenv.Server
+	var majority []string
+	for _, n := range cl.Nodes {
+		if n != leader && minority == nil {
+			minority = n
+		} else {
+			majority = append(majority, n.Addr())
+		}
+	}
+
+	minority.Disconnect(t)
+	if err := etcdPut(etcdClient(t, majority...), 10*time.Second, "/majority"); err != nil {
+		t.Fatalf("majority not writable: %v", err)
+	}
+	if err := etcdPut(etcdClient(t, minority.Addr()), 3*time.Second, "/minority"); err == nil {
+		t.Fatal("a disconnected minority member accepted a write")
+	}
+	minority.Reconnect(t)
+	mc := etcdClient(t, minority.Addr())
+	eventually(t, 30*time.Second, func() error { return etcdPut(mc, 3*time.Second, "/minority") })
+
+	// A killed member rejoins on restart, with its data.
+	minority.Kill(t)
+	if err := etcdPut(etcdClient(t, majority...), 10*time.Second, "/while-down"); err != nil {
+		t.Fatalf("two of three members not writable: %v", err)
+	}
+	minority.Restart(t)
+	rc := etcdClient(t, minority.Addr())
+	eventually(t, 30*time.Second, func() error { return etcdPut(rc, 3*time.Second, "/after-restart") })
+}
+
+func zkConnect(t *testing.T, addrs ...string) *zk.Conn {
+	c, _, err := zk.Connect(addrs, 4*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkQuiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+type zkQuiet struct{}
+
+func (zkQuiet) Printf(string, ...any) {}
+
+func zkCreateGet(c *zk.Conn, path string) error {
+	if _, err := c.Create(path, []byte("v"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		return err
+	}
+	b, _, err := c.Get(path)
+	if err != nil {
+		return err
+	}
+	if string(b) != "v" {
+		return fmt.Errorf("get %s = %q", path, b)
+	}
+	return nil
+}
+
+func TestZooKeeper(t *testing.T) {
+	s := testenv.ZooKeeper(t)
+	if err := zkCreateGet(zkConnect(t, s.Addr()), fmt.Sprintf("/smoke%d", time.Now().UnixNano())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestZooKeeperEnsemble(t *testing.T) {
+	t.Parallel()
+	cl := testenv.ZooKeeperEnsemble(t)
+	c := zkConnect(t, cl.Addrs()...)
+	if err := zkCreateGet(c, "/a"); err != nil {
+		t.Fatal(err)
+	}
+	leader := cl.Leader(t)
+	// With a follower paused the other two keep a quorum.
+	var follower *testenv.Server
+	for _, n := range cl.Nodes {
+		if n != leader {
+			follower = n
+			break
+		}
+	}
+	follower.Pause(t)
+	lc := zkConnect(t, leader.Addr())
+	if err := zkCreateGet(lc, "/b"); err != nil {
+		t.Fatalf("ensemble with one follower paused: %v", err)
+	}
+	follower.Unpause(t)
+}
+
+func TestPostgres(t *testing.T) {
+	s := testenv.Postgres(t)
+	query := func(dsn string, d time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer c.Close(context.Background())
+		var one int
+		if err := c.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+			return err
+		}
+		if one != 1 {
+			return fmt.Errorf("SELECT 1 = %d", one)
+		}
+		return nil
+	}
+	if err := query(s.DSN(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	db := testenv.PostgresDB(t)
+	if err := query(db, 5*time.Second); err != nil {
+		t.Fatalf("fresh database %s: %v", db, err)
+	}
+
+	s.Pause(t)
+	if err := query(s.DSN(), time.Second); err == nil {
+		t.Fatal("query to a paused server succeeded")
+	}
+	s.Unpause(t)
+	if err := query(s.DSN(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	s.Kill(t)
+	s.Restart(t)
+	if err := query(db, 5*time.Second); err != nil {
+		t.Fatalf("database after restart: %v", err)
+	}
+}
