@@ -1,0 +1,161 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/locker"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Scheme is the URL scheme this package registers with locker.Register.
+const Scheme = "etcd"
+
+// DefaultRequestTimeout bounds each request the backend sends when
+// Config.RequestTimeout is zero.
+const DefaultRequestTimeout = 5 * time.Second
+
+// revokeTimeout bounds each revoke on Close: a lease that cannot be revoked
+// quickly expires on its own, so Close need not wait on a dead cluster.
+const revokeTimeout = time.Second
+
+// Config holds the backend's own settings; the zero value uses the defaults.
+type Config struct {
+	// Prefix is the etcd key prefix for locks (default DefaultPrefix). A
+	// '/' is appended when missing. Lockers with different prefixes are
+	// independent.
+	Prefix string
+
+	// RequestTimeout bounds every single request (a txn, a lease grant or
+	// renewal, one re-check while waiting) so that an unreachable cluster is
+	// reported as unavailable instead of blocking until the caller's
+	// context ends (the etcd client waits for a connection by default).
+	// Waiting for a lock is not bounded by it. Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+}
+
+// New returns a Locker over an etcd client the caller owns: closing the
+// Locker revokes the leases it granted but leaves cli open. The options set
+// Locker-wide defaults (TTL, namespace, …).
+func New(cli *clientv3.Client, opts ...locker.Option) (locker.Locker, error) {
+	return NewWithConfig(cli, Config{}, opts...)
+}
+
+// NewWithConfig is New with backend settings.
+func NewWithConfig(cli *clientv3.Client, cfg Config, opts ...locker.Option) (locker.Locker, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("%w: etcd: nil client", locker.ErrInvalidOption)
+	}
+	b, err := newBackend(cli, cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	l, err := locker.New(b, opts...)
+	if err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// backend implements driver.Backend and driver.TTLRounder over one client.
+type backend struct {
+	cli     *clientv3.Client
+	owned   bool // cli was made by the opener: Close closes it
+	prefix  string
+	timeout time.Duration
+
+	// ctx ends when the backend closes; it bounds every goroutine.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	grantSem  chan struct{}
+	serverMin atomic.Int64 // the server's minimum lock TTL in seconds, once known
+
+	mu     sync.Mutex
+	closed bool
+	leases map[time.Duration]*sharedLease // by lock TTL
+}
+
+func newBackend(cli *clientv3.Client, cfg Config, owned bool) (*backend, error) {
+	if cfg.RequestTimeout < 0 {
+		return nil, fmt.Errorf("%w: etcd: request timeout %v is negative", locker.ErrInvalidOption, cfg.RequestTimeout)
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(cfg.Prefix, "/") {
+		cfg.Prefix += "/"
+	}
+	b := &backend{
+		cli: cli, owned: owned, prefix: cfg.Prefix, timeout: cfg.RequestTimeout,
+		grantSem: make(chan struct{}, 1), leases: map[time.Duration]*sharedLease{},
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b, nil
+}
+
+func (b *backend) Name() string { return Scheme }
+
+// requestContext bounds one request by the request timeout.
+func (b *backend) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.timeout)
+}
+
+// background runs fn in a goroutine that Close cancels and waits for.
+func (b *backend) background(fn func(ctx context.Context)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		fn(b.ctx)
+	}()
+}
+
+// Close stops the lease renewals, revokes the leases (which deletes any key
+// still attached to them), and closes the client if the backend made it.
+func (b *backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	leases := make([]*sharedLease, 0, len(b.leases))
+	for _, s := range b.leases {
+		leases = append(leases, s)
+	}
+	b.mu.Unlock()
+	b.cancel()
+	b.wg.Wait()
+
+	// Revoking deletes every key still attached to the leases. It is best
+	// effort: a lease that cannot be revoked expires on its own, at most
+	// its lease TTL after its last renewal.
+	for _, s := range leases {
+		if s.err() != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), min(b.timeout, revokeTimeout))
+		_, _ = b.cli.Revoke(ctx, s.id)
+		cancel()
+		s.die(locker.ErrClosed)
+	}
+	if b.owned {
+		return b.cli.Close()
+	}
+	return nil
+}

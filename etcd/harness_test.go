@@ -1,0 +1,97 @@
+package etcd_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/etcd"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// harness gives the conformance suite and the fault tests independent
+// clients of one etcd cluster. Each Locker gets a client of its own, which
+// the harness closes when the test ends; Crash closes it early, so the
+// Locker can no longer reach etcd and its locks stay until the lease ends.
+type harness struct {
+	endpoints []string
+	prefix    string // isolates one test's keys from every other run's
+
+	mu      sync.Mutex
+	clients map[locker.Locker]*clientv3.Client
+}
+
+func newHarness(endpoints ...string) *harness {
+	return &harness{endpoints: endpoints, prefix: "test-" + randomHex(6) + "/", clients: map[locker.Locker]*clientv3.Client{}}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newClient connects to the harness's cluster; it is closed when t ends.
+func (h *harness) newClient(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	if len(endpoints) == 0 {
+		endpoints = h.endpoints
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// NewLocker implements conformance.Harness.
+func (h *harness) NewLocker(_ context.Context, t *testing.T, opts ...locker.Option) (locker.Locker, error) {
+	return h.newLocker(t, h.endpoints, opts...)
+}
+
+func (h *harness) newLocker(t testing.TB, endpoints []string, opts ...locker.Option) (locker.Locker, error) {
+	cli := h.newClient(t, endpoints...)
+	l, err := etcd.NewWithConfig(cli, etcd.Config{Prefix: h.prefix, RequestTimeout: 2 * time.Second}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.clients[l] = cli
+	h.mu.Unlock()
+	return l, nil
+}
+
+// TTL implements conformance.Harness: etcd's shortest lock TTL (one whole
+// second; its lease lives two, the server's default minimum).
+func (h *harness) TTL() time.Duration { return time.Second }
+
+// ExpirySlack implements conformance.Slacker: a crashed holder's lease lives
+// up to T + R = 2 s after its last renewal, plus etcd's 0.5 s expiry scan.
+func (h *harness) ExpirySlack() time.Duration { return 2 * time.Second }
+
+// FIFO implements conformance.FIFOHarness: waiters are served in the order
+// of their keys' create revisions.
+func (h *harness) FIFO() bool { return true }
+
+// Crash implements conformance.Crasher.
+func (h *harness) Crash(t *testing.T, l locker.Locker) {
+	h.mu.Lock()
+	cli := h.clients[l]
+	h.mu.Unlock()
+	if cli == nil {
+		t.Fatal("Crash: Locker not made by this harness")
+	}
+	_ = cli.Close()
+}
+
+// NewUnreachableLocker implements conformance.Unreachabler, through a URL
+// naming a port nothing listens on.
+func (h *harness) NewUnreachableLocker(ctx context.Context, _ *testing.T) (locker.Locker, error) {
+	return locker.Open(ctx, "etcd://127.0.0.1:1/unreachable?dial_timeout=1s&request_timeout=1s")
+}

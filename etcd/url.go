@@ -1,0 +1,194 @@
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+func init() { locker.Register(Scheme, open) }
+
+// DefaultPort is the client port assumed for a host given without one.
+const DefaultPort = "2379"
+
+// DefaultDialTimeout bounds connecting to the cluster when a URL does not
+// set dial_timeout.
+const DefaultDialTimeout = 5 * time.Second
+
+// urlConfig is everything a URL says.
+type urlConfig struct {
+	client clientv3.Config
+	cfg    Config
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: etcd: "+format, append([]any{locker.ErrInvalidURL}, args...)...)
+}
+
+// parseURL reads etcd://[user[:password]@]host[:port][,host[:port]…][/prefix][?params].
+// Parameters: tls (true/false), ca_file, cert_file, key_file, server_name,
+// insecure_skip_verify, dial_timeout, request_timeout.
+func parseURL(u *url.URL) (*urlConfig, error) {
+	c := &urlConfig{}
+	c.client.DialTimeout = DefaultDialTimeout
+	if u.Opaque != "" {
+		return nil, invalid("want etcd://host:port[,host:port…]/prefix, got an opaque URL")
+	}
+	if u.Host == "" {
+		return nil, invalid("missing host: want etcd://host:port[,host:port…]")
+	}
+	var hosts []string
+	for h := range strings.SplitSeq(u.Host, ",") {
+		if h == "" {
+			return nil, invalid("empty host in %q", u.Host)
+		}
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			// No port: the default one.
+			host, port = h, DefaultPort
+			if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
+				return nil, invalid("host %q: %v", h, err)
+			}
+			host = strings.Trim(host, "[]")
+		}
+		if host == "" {
+			return nil, invalid("host %q has no name", h)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, invalid("host %q: port %q is not a number from 1 to 65535", h, port)
+		}
+		hosts = append(hosts, net.JoinHostPort(host, port))
+	}
+	if u.User != nil {
+		c.client.Username = u.User.Username()
+		c.client.Password, _ = u.User.Password()
+		if c.client.Username == "" {
+			return nil, invalid("user info has a password but no user name")
+		}
+	}
+	c.cfg.Prefix = strings.TrimPrefix(u.Path, "/")
+
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, invalid("query: %v", err)
+	}
+	var (
+		useTLS   bool
+		tlsConf  tls.Config
+		caFile   string
+		certFile string
+		keyFile  string
+	)
+	for name, vs := range q {
+		v := vs[len(vs)-1]
+		switch name {
+		case "tls":
+			if useTLS, err = strconv.ParseBool(v); err != nil {
+				return nil, invalid("query parameter tls=%q: want true or false", v)
+			}
+		case "insecure_skip_verify":
+			if tlsConf.InsecureSkipVerify, err = strconv.ParseBool(v); err != nil {
+				return nil, invalid("query parameter insecure_skip_verify=%q: want true or false", v)
+			}
+			useTLS = true
+		case "server_name":
+			tlsConf.ServerName, useTLS = v, true
+		case "ca_file":
+			caFile, useTLS = v, true
+		case "cert_file":
+			certFile, useTLS = v, true
+		case "key_file":
+			keyFile, useTLS = v, true
+		case "dial_timeout", "request_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, invalid("query parameter %s=%q: want a positive Go duration such as 5s", name, v)
+			}
+			if name == "dial_timeout" {
+				c.client.DialTimeout = d
+			} else {
+				c.cfg.RequestTimeout = d
+			}
+		default:
+			return nil, invalid("unknown query parameter %q (known: tls, ca_file, cert_file, key_file, server_name, insecure_skip_verify, dial_timeout, request_timeout, and locker's ttl, namespace, owner)", name)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, invalid("query parameters cert_file and key_file go together")
+	}
+	if useTLS {
+		if caFile != "" {
+			pem, err := os.ReadFile(caFile)
+			if err != nil {
+				return nil, invalid("query parameter ca_file: %v", err)
+			}
+			tlsConf.RootCAs = x509.NewCertPool()
+			if !tlsConf.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, invalid("query parameter ca_file: no PEM certificate in %s", caFile)
+			}
+		}
+		if certFile != "" {
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return nil, invalid("query parameters cert_file/key_file: %v", err)
+			}
+			tlsConf.Certificates = []tls.Certificate{cert}
+		}
+		tlsConf.MinVersion = tls.VersionTLS12
+		c.client.TLS = &tlsConf
+	}
+	scheme := "http://"
+	if useTLS {
+		scheme = "https://"
+	}
+	for _, h := range hosts {
+		c.client.Endpoints = append(c.client.Endpoints, scheme+h)
+	}
+	return c, nil
+}
+
+// open is the Opener registered for the etcd scheme. It connects, and
+// checks with one serializable read of the prefix that the cluster answers
+// (and that the credentials may read it), so that a bad address fails at
+// Open rather than at the first acquisition.
+func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
+	c, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	// The client logs through zap at info level by default; a library must
+	// stay quiet (DESIGN §5: logging off by default).
+	c.client.Logger = zap.NewNop()
+	cli, err := clientv3.New(c.client)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", strings.Join(c.client.Endpoints, ","), err)
+	}
+	b, err := newBackend(cli, c.cfg, true)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, c.client.DialTimeout)
+	defer cancel()
+	if _, err := cli.Get(pctx, b.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable()); err != nil {
+		_ = b.Close()
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer from %s within %v", strings.Join(c.client.Endpoints, ","), c.client.DialTimeout)
+		}
+		return nil, err
+	}
+	return b, nil
+}
