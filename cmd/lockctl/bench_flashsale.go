@@ -120,12 +120,20 @@ func flashSale(ctx context.Context, c *benchConfig, t *target, p *progress) (*re
 	inv.stock.Store(int64(c.stock))
 	guard := fencing.NewMemory()
 	key := t.key("flash-sale")
-	var refused, paused atomic.Int64
+	var refused, paused, finished atomic.Int64
+	othersDone := func() bool { return finished.Load() >= int64(c.buyers-1) }
 	var errs errorCount
 
+	// A refused read or write is fencing doing its job, not a failure: the
+	// holder's lease ended before it got there (a paused holder's short TTL
+	// can run out before its first read on a loaded machine).
 	read := func(ctx context.Context, token uint64) (int64, error) {
 		var s int64
 		err := guard.Do(ctx, stockResource, token, func() error { s = inv.stock.Load(); return nil })
+		if errors.Is(err, fencing.ErrStaleToken) {
+			refused.Add(1)
+			return 0, nil
+		}
 		return s, err
 	}
 	write := func(ctx context.Context, token uint64, s int64) error {
@@ -157,11 +165,16 @@ func flashSale(ctx context.Context, c *benchConfig, t *target, p *progress) (*re
 		gate     chan struct{}
 		openGate sync.Once
 	)
-	if n := min(c.pauses, c.buyers); n > 0 {
+	if c.pauses > 0 {
 		gate = make(chan struct{})
 	}
 	buyAfterPause := func() error {
 		lease, err := t.l.Acquire(ctx, key, locker.WithTTL(c.pauseTTL), locker.WithAutoRefresh(false))
+		for errors.Is(err, locker.ErrLeaseLost) && ctx.Err() == nil {
+			// Granted, but it reached us after its short TTL: the contract
+			// reports that as lost. Queue again.
+			lease, err = t.l.Acquire(ctx, key, locker.WithTTL(c.pauseTTL), locker.WithAutoRefresh(false))
+		}
 		openGate.Do(func() { close(gate) })
 		if err != nil {
 			return err
@@ -169,7 +182,7 @@ func flashSale(ctx context.Context, c *benchConfig, t *target, p *progress) (*re
 		s, err := read(ctx, lease.Token())
 		if err == nil && s > 0 {
 			paused.Add(1)
-			stall(ctx, lease, guard, c.pauseTTL)
+			stall(ctx, lease, guard, othersDone)
 			// A paused process wakes up unaware and carries on: it does not
 			// look at its context or lease, only the guard stops it.
 			err = write(context.WithoutCancel(ctx), lease.Token(), s)
@@ -190,6 +203,7 @@ func flashSale(ctx context.Context, c *benchConfig, t *target, p *progress) (*re
 		if err != nil {
 			errs.add(err)
 		}
+		finished.Add(1)
 	})
 	r := saleResult("flash sale", t, c, inv, elapsed, lat)
 	r.Refused, r.Paused = int(refused.Load()), int(paused.Load())
@@ -199,20 +213,23 @@ func flashSale(ctx context.Context, c *benchConfig, t *target, p *progress) (*re
 
 // stall waits as a paused holder would: past the end of its lease, and until
 // a newer holder has used the resource, so that the stale write that follows
-// meets a guard that knows better. It gives up waiting for the newer holder
-// after a bound, in case no other buyer comes: the write is then admitted,
-// which is right, because nobody touched the stock meanwhile.
-func stall(ctx context.Context, lease locker.Lease, guard *fencing.Memory, ttl time.Duration) {
+// meets a guard that knows better. If every other buyer has finished, nobody
+// newer will come: the write is then admitted, which is right, because nobody
+// touched the stock meanwhile. stallBound only stops a backend that never
+// expires a lease from hanging the run.
+func stall(ctx context.Context, lease locker.Lease, guard *fencing.Memory, othersDone func() bool) {
+	bound := time.NewTimer(stallBound)
+	defer bound.Stop()
 	select {
 	case <-lease.Done():
+	case <-bound.C:
+		return
 	case <-ctx.Done():
 		return
 	}
-	bound := time.NewTimer(10*ttl + time.Second)
-	defer bound.Stop()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for guard.Highest(stockResource) <= lease.Token() {
+	for guard.Highest(stockResource) <= lease.Token() && !othersDone() {
 		select {
 		case <-tick.C:
 		case <-bound.C:
@@ -222,3 +239,6 @@ func stall(ctx context.Context, lease locker.Lease, guard *fencing.Memory, ttl t
 		}
 	}
 }
+
+// stallBound is far beyond any pause TTL a bench would use.
+const stallBound = time.Minute

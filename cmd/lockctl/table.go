@@ -106,8 +106,8 @@ func writeVerdicts(w io.Writer, results []*result) bool {
 			fmt.Fprintf(w, "FAIL  flash sale on %s: %d units sold of %d, oversold by %d, %d lost updates\n", r.Backend, r.Sold, r.Stock, r.Oversold, lost)
 			continue
 		}
-		fmt.Fprintf(w, "ok    flash sale on %s: %d units sold of %d, none oversold; %d of %d paused holders' stale writes refused\n",
-			r.Backend, r.Sold, r.Stock, r.Refused, r.Paused)
+		fmt.Fprintf(w, "ok    flash sale on %s: %d units sold of %d, none oversold; %d holders paused past their TTL, %d stale accesses refused\n",
+			r.Backend, r.Sold, r.Stock, r.Paused, r.Refused)
 	}
 	return ok
 }
