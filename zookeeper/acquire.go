@@ -1,0 +1,306 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
+)
+
+// maxCreateAttempts bounds the retries of one create: after a lost reply, a
+// session expiry, or a lock directory the server removed meanwhile.
+const maxCreateAttempts = 8
+
+// errVanished: the own node disappeared while waiting (its session expired or
+// someone deleted it). The acquisition fails rather than report a lock whose
+// node is gone.
+var errVanished = errors.New("zookeeper: own queue node vanished while waiting (session expired or node deleted)")
+
+func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	return b.acquire(ctx, req, false)
+}
+
+func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	return b.acquire(ctx, req, true)
+}
+
+func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (driver.Lock, error) {
+	dir := b.dir(req.Key)
+	prefix := ownerPrefix(req.Owner)
+	start := time.Now()
+	name, pending, err := b.create(ctx, dir, prefix, []byte(req.Label))
+	if err != nil {
+		b.cleanup(dir, prefix, "", pending)
+		return nil, err
+	}
+	l, err := b.contend(ctx, req, dir, name, wait)
+	if err != nil {
+		b.cleanup(dir, prefix, name, nil)
+		return nil, err
+	}
+	if l.start.IsZero() {
+		l.start = start
+	}
+	b.track(l)
+	b.wg.Add(1)
+	go l.watch()
+	return l, nil
+}
+
+// createResult is the outcome of one create request.
+type createResult struct {
+	path string
+	err  error
+}
+
+// create makes the own ephemeral sequential node in dir and returns its
+// name. If ctx ends while a create is in flight, it returns that create's
+// pending outcome, for the clean-up to wait on.
+func (b *backend) create(ctx context.Context, dir, prefix string, data []byte) (string, <-chan createResult, error) {
+	var err error
+	for range maxCreateAttempts {
+		res := make(chan createResult, 1)
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			p, err := b.conn.Create(dir+"/"+prefix, data, zk.FlagEphemeralSequential, b.acl)
+			res <- createResult{p, err}
+		}()
+		var r createResult
+		select {
+		case r = <-res:
+		case <-ctx.Done():
+			return "", res, ctx.Err()
+		}
+		err = r.err
+		switch {
+		case err == nil:
+			return path.Base(r.path), nil, nil
+		case errors.Is(err, zk.ErrNoNode):
+			// The lock directory does not exist (yet, or any more: an empty
+			// container is removed by the server).
+			if err := b.ensureDir(ctx, dir); err != nil {
+				return "", nil, err
+			}
+		case errors.Is(err, zk.ErrConnectionClosed):
+			// The request may have been applied with its reply lost: look for
+			// the node by owner id before creating another.
+			name, err := b.findOwn(ctx, dir, prefix)
+			if err != nil {
+				return "", nil, err
+			}
+			if name != "" {
+				return name, nil, nil
+			}
+		case errors.Is(err, zk.ErrSessionExpired):
+			// A node made in the expired session died with it: create again
+			// in the new one.
+		default:
+			return "", nil, err
+		}
+	}
+	return "", nil, fmt.Errorf("create gave up after %d attempts: %w", maxCreateAttempts, err)
+}
+
+// findOwn returns the name of the oldest node of prefix in dir, or "". It
+// syncs first, so that a create applied by the leader before the connection
+// broke is seen even through a lagging server.
+func (b *backend) findOwn(ctx context.Context, dir, prefix string) (string, error) {
+	var kids []string
+	err := b.do(ctx, func() error {
+		if _, err := b.conn.Sync(dir); err != nil {
+			return err
+		}
+		var err error
+		kids, _, err = b.conn.Children(dir)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, c := range parseChildren(kids) {
+		if strings.HasPrefix(c.name, prefix) {
+			return c.name, nil
+		}
+	}
+	return "", nil
+}
+
+// ensureDir creates the root's missing nodes (persistent) and the lock
+// directory (a container, or persistent where the server knows no containers).
+func (b *backend) ensureDir(ctx context.Context, dir string) error {
+	return b.do(ctx, func() error {
+		segs := strings.Split(b.root[1:], "/")
+		for i := range segs {
+			p := "/" + strings.Join(segs[:i+1], "/")
+			if _, err := b.conn.Create(p, nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				return fmt.Errorf("create root node %s: %w", p, err)
+			}
+		}
+		_, err := b.conn.CreateContainer(dir, nil, zk.FlagContainer, b.acl)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) && !retryable(err) {
+			// Servers before 3.5.1 answer an unknown opcode ("unimplemented",
+			// which go-zookeeper does not name): fall back to a persistent
+			// directory, left behind when idle.
+			_, err = b.conn.Create(dir, nil, zk.FlagPersistent, b.acl)
+		}
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create lock directory: %w", err)
+		}
+		return nil
+	})
+}
+
+// contend waits, if wait is set, until the own node name is the first of
+// dir, and returns the granted lock. It returns locker.ErrLocked when wait is
+// not set and another node is first.
+func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name string, wait bool) (*lock, error) {
+	own := dir + "/" + name
+	prefix := name[:33]
+
+	// The children and the own node's stat (with a watch that will report the
+	// lock's loss) are asked for at once: pipelined on the one connection,
+	// they cost about one round trip.
+	var (
+		kids       []string
+		kidsErr    error
+		exists     bool
+		st         *zk.Stat
+		ownW       <-chan zk.Event
+		ownErr     error
+		sessionNow int64
+	)
+	err := b.do(ctx, func() error {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			kids, _, kidsErr = b.conn.Children(dir)
+		}()
+		exists, st, ownW, ownErr = b.conn.ExistsW(own)
+		wg.Wait()
+		sessionNow = b.conn.SessionID()
+		return errors.Join(ownErr, kidsErr)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, errVanished
+	}
+	czxid, session := st.Czxid, st.EphemeralOwner
+	waited := false
+	for {
+		queue := parseChildren(kids)
+		idx := -1
+		for i, c := range queue {
+			switch {
+			case c.name == name:
+				idx = i
+			case strings.HasPrefix(c.name, prefix):
+				// A second node of ours, from a create retried after a lost
+				// reply: it must not hold a place in the queue.
+				b.cleanup(dir, "", c.name, nil)
+			}
+		}
+		if idx < 0 {
+			return nil, errVanished
+		}
+		if idx == 0 {
+			break
+		}
+		if !wait {
+			return nil, locker.ErrLocked
+		}
+		// Watch only the node just before ours: a release wakes one waiter.
+		pred := dir + "/" + queue[idx-1].name
+		var predExists bool
+		var predW <-chan zk.Event
+		err := b.do(ctx, func() (err error) {
+			predExists, _, predW, err = b.conn.ExistsW(pred)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if predExists {
+			waited = true
+			select {
+			case <-predW:
+				// Deleted (or changed, or the watch ended with the session or
+				// the connection): look again.
+			case ev := <-ownW:
+				if ev.Type == zk.EventNodeDeleted || ev.Type == zk.EventNotWatching {
+					return nil, fmt.Errorf("%w: %v", errVanished, eventCause(ev))
+				}
+				ownW = nil // data changed: watched again once granted
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-b.closing:
+				return nil, errClosed
+			}
+		}
+		err = b.do(ctx, func() (err error) {
+			kids, _, err = b.conn.Children(dir)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	var start time.Time
+	if waited || ownW == nil || session != sessionNow {
+		// The queue may have been read through a server that had not yet
+		// seen the own node's deletion (a session that expired while we
+		// waited, and a reconnect to a lagging server): sync, and read the
+		// own node again before claiming the lock. The read proves the
+		// session alive after it was sent: the lease's validity starts there.
+		start = time.Now()
+		err := b.do(ctx, func() (err error) {
+			if _, err = b.conn.Sync(own); err != nil {
+				return err
+			}
+			if ownW == nil {
+				exists, st, ownW, err = b.conn.ExistsW(own)
+			} else {
+				exists, st, err = b.conn.Exists(own)
+			}
+			sessionNow = b.conn.SessionID()
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if !exists || st.Czxid != czxid {
+			return nil, errVanished
+		}
+		session = st.EphemeralOwner
+	}
+	if session != sessionNow {
+		return nil, fmt.Errorf("%w: node belongs to session %#x, the connection has session %#x", errVanished, session, sessionNow)
+	}
+	return &lock{b: b, path: own, czxid: czxid, session: session, start: start, lost: req.Lost, watchCh: ownW, done: make(chan struct{})}, nil
+}
+
+// eventCause says why a watch fired, as an error.
+func eventCause(ev zk.Event) error {
+	switch {
+	case ev.Err != nil:
+		return ev.Err
+	case ev.Type == zk.EventNodeDeleted:
+		return errors.New("zookeeper: own node deleted")
+	}
+	return fmt.Errorf("zookeeper: watch event %v", ev.Type)
+}

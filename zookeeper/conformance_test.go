@@ -1,0 +1,65 @@
+package zookeeper_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/conformance"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/zookeeper"
+)
+
+// harness gives the suite Lockers of one ZooKeeper service (a server or an
+// ensemble), each with its own connection and session.
+type harness struct {
+	servers []string
+	root    string
+
+	mu      sync.Mutex
+	dialers map[locker.Locker]*killDialer
+}
+
+func newHarness(t *testing.T, servers []string) *harness {
+	return &harness{servers: servers, root: freshRoot(t), dialers: map[locker.Locker]*killDialer{}}
+}
+
+func (h *harness) NewLocker(ctx context.Context, _ *testing.T, opts ...locker.Option) (locker.Locker, error) {
+	d := &killDialer{}
+	cfg := zookeeper.Config{Root: h.root, SessionTimeout: testTTL, Dialer: d.dial}
+	// The session timeout is the TTL: make it the Locker's default too.
+	l, err := zookeeper.Dial(ctx, h.servers, cfg, append([]locker.Option{locker.WithTTL(testTTL)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.dialers[l] = d
+	h.mu.Unlock()
+	return l, nil
+}
+
+func (h *harness) TTL() time.Duration { return testTTL }
+func (h *harness) FIFO() bool         { return true }
+
+// Crash cuts the client off from the servers for good: its session, and the
+// locks of it, live on the server until the session timeout.
+func (h *harness) Crash(_ *testing.T, l locker.Locker) {
+	h.mu.Lock()
+	d := h.dialers[l]
+	h.mu.Unlock()
+	d.kill()
+}
+
+func (h *harness) NewUnreachableLocker(ctx context.Context, _ *testing.T) (locker.Locker, error) {
+	return zookeeper.Dial(ctx, []string{"127.0.0.1:1"}, zookeeper.Config{SessionTimeout: testTTL}, locker.WithTTL(testTTL))
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, newHarness(t, []string{testenv.ZooKeeper(t).Addr()}))
+}
+
+func TestConformance_Ensemble(t *testing.T) {
+	conformance.Run(t, newHarness(t, testenv.ZooKeeperEnsemble(t).Addrs()))
+}

@@ -1,0 +1,93 @@
+// Package zookeeper is the ZooKeeper backend of locker, on
+// github.com/go-zookeeper/zk.
+//
+// # How a lock is held
+//
+// Every key has a directory node under the root (default /locker): the key,
+// encoded with unpadded base64url into one path segment, so that "a" and
+// "a/b", "..", or a namespace's NUL separator never nest, collide or escape
+// the root. The directory is a container node, which the server removes once
+// it is empty (a persistent node on servers older than 3.5.1, which do not
+// know containers). Each acquisition creates an ephemeral sequential child
+// named after its owner id ("<32 hex digits>-<sequence>"), holding the owner
+// label as data. The child with the lowest sequence number holds the lock;
+// each other child watches only the child just before it, so a release wakes
+// exactly one waiter and waiters are served in arrival (FIFO) order.
+//
+// Because a child's name carries its owner id, a create whose reply is lost to
+// a connection loss is found again (after a sync) by that id instead of being
+// created twice. Before a waiter reports success it syncs with the leader and
+// checks that its own node still exists, has the czxid it was created with,
+// and that its ephemeralOwner is the current session: a session that expired
+// while waiting never reports a lock it no longer has. Every failure path
+// (a cancelled wait, a failed list or watch, a TryAcquire that finds the key
+// held) deletes the own node, retrying until it is gone, the session has
+// ended, or the Locker closes.
+//
+// # Fencing tokens
+//
+// The token is the own node's czxid: the zxid of the transaction that created
+// it. Zxids are assigned by the leader in one total order for the whole
+// ensemble, so for one key a later grant always has a larger token: across
+// holder crashes, session expiry, client reconnects, server restarts and
+// leader changes, as long as the ensemble keeps its transaction log (a quorum
+// of servers keeps its data directories). A new epoch after a leader election
+// makes zxids jump, never go back. The node's sequence number is never used:
+// it is a signed 32-bit counter of the parent, restarted when a container
+// parent is removed and created again.
+//
+// # TTL and sessions
+//
+// A ZooKeeper node lives as long as the session that created it, not for a
+// TTL. The package maps the TTL onto the session timeout S negotiated with the
+// server (reported by SessionTimeout):
+//
+//   - A TTL shorter than S is rounded up to S: a crashed client's session, and
+//     so its locks, may live S on the server.
+//   - A TTL longer than S is refused with locker.ErrInvalidOption: a client cut
+//     off from the ensemble can lose its session S after it was last heard,
+//     and its lease's local deadline must not outlast that. Open with a longer
+//     session_timeout (within the server's maxSessionTimeout) instead.
+//
+// So every lease of one Locker has the TTL S. A holder that stays alive but
+// stops refreshing keeps its session (the client pings in the background);
+// when its local deadline passes, its own node is deleted (driver.Expirer),
+// so the lock is free within the TTL as the contract requires. A refresh is
+// one read of the own node: it proves that the session was alive at the server
+// after the refresh began, and that the node is still the one this lease
+// created.
+//
+// Session expiry ends every lease of the session at once: each held lock keeps
+// a watch on its own node, and both its deletion and the expiry of the session
+// are reported as loss. A disconnection is only suspect: go-zookeeper may
+// reconnect within the session, and the client learns of an expiry only when it
+// reconnects; meanwhile the lease ends at its local deadline unless a refresh
+// succeeds first.
+//
+// # Connections
+//
+// Dial and the URL scheme "zookeeper" make a connection (and session) the
+// Locker owns and closes. New uses a *zk.Conn the caller owns; the caller must
+// then say which session timeout the server negotiated, because go-zookeeper
+// does not export it. go-zookeeper calls take no context: each call that may
+// block runs in a goroutine the caller stops waiting for when its context
+// ends; such goroutines end when ZooKeeper answers or the connection closes.
+//
+// # URLs
+//
+//	zookeeper://[user:password@]host1:2181,host2:2181/root?session_timeout=15s&connect_timeout=10s
+//
+// The path is the root (default /locker). user:password, when given, is sent
+// as digest authentication, and nodes are created with an ACL that gives that
+// identity all rights. session_timeout is the session timeout requested (the
+// server bounds it by its min/maxSessionTimeout; default 15s, the default
+// TTL); connect_timeout bounds how long Open waits for the first session
+// (default 10s, and never past Open's context).
+//
+// # Fencing guard
+//
+// Guard keeps the highest token admitted per resource in a ZooKeeper node and
+// admits a write only in the same multi transaction that checks that node's
+// version and records the token: state kept in ZooKeeper is never written with
+// a stale token.
+package zookeeper

@@ -1,0 +1,174 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
+)
+
+// lock is one granted lock: the own node, first in its directory.
+type lock struct {
+	b       *backend
+	path    string
+	czxid   int64
+	session int64 // the node's ephemeralOwner
+	start   time.Time
+	lost    func(error)
+
+	watchCh <-chan zk.Event // the watch on the own node, read by watch
+	// releasing is set before this lock deletes its own node, so that the
+	// deletion it causes is not reported as a loss.
+	releasing atomic.Bool
+	done      chan struct{} // closed when the own node is deleted by this lock
+	doneOnce  sync.Once
+}
+
+var (
+	_ driver.Lock    = (*lock)(nil)
+	_ driver.Expirer = (*lock)(nil)
+)
+
+func (l *lock) Token() uint64    { return uint64(l.czxid) }
+func (l *lock) Start() time.Time { return l.start }
+
+// watch reports the loss of the lock: its node deleted by someone else, or
+// its session expired. It ends when the lock is released or expired, the
+// node is gone, or the backend closes.
+func (l *lock) watch() {
+	defer l.b.wg.Done()
+	ch := l.watchCh
+	for {
+		select {
+		case ev := <-ch:
+			switch {
+			case ev.Type == zk.EventNodeDeleted && l.releasing.Load():
+				return
+			case ev.Type == zk.EventNodeDeleted:
+				l.report(errors.New("zookeeper: own node deleted by another client"))
+				return
+			case ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrSessionExpired):
+				l.report(fmt.Errorf("zookeeper: session %#x expired: %w", l.session, ev.Err))
+				return
+			case ev.Type == zk.EventNotWatching:
+				l.report(fmt.Errorf("zookeeper: connection closed: %w", eventCause(ev)))
+				return
+			}
+			// The node's data changed: watch it again.
+			exists, st, next, err := l.b.conn.ExistsW(l.path)
+			switch {
+			case err != nil:
+				l.report(fmt.Errorf("zookeeper: watching own node again: %w", err))
+				return
+			case !exists || st.Czxid != l.czxid:
+				if !l.releasing.Load() {
+					l.report(errors.New("zookeeper: own node gone"))
+				}
+				return
+			}
+			ch = next
+		case <-l.done:
+			return
+		case <-l.b.closing:
+			return
+		}
+	}
+}
+
+// Refresh reads the own node: it proves that the session was alive at the
+// server after Refresh began (any request renews it for the session timeout,
+// which is the TTL) and that the node is still this lease's.
+func (l *lock) Refresh(ctx context.Context, _ time.Duration) error {
+	var (
+		exists  bool
+		st      *zk.Stat
+		session int64
+	)
+	err := l.b.do(ctx, func() (err error) {
+		exists, st, err = l.b.conn.Exists(l.path)
+		session = l.b.conn.SessionID()
+		return err
+	})
+	switch {
+	case errors.Is(err, zk.ErrSessionExpired):
+		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
+	case err != nil:
+		return err
+	case !exists || st.Czxid != l.czxid:
+		return fmt.Errorf("%w: own node %s is gone", locker.ErrLeaseLost, l.path)
+	case st.EphemeralOwner != session:
+		return fmt.Errorf("%w: own node belongs to session %#x, the connection now has session %#x", locker.ErrLeaseLost, st.EphemeralOwner, session)
+	}
+	return nil
+}
+
+// Release deletes the own node. Its name carries the owner id, so no other
+// owner's node is ever deleted.
+func (l *lock) Release(ctx context.Context) error {
+	l.releasing.Store(true)
+	err := l.b.do(ctx, func() error { return l.b.conn.Delete(l.path, -1) })
+	switch {
+	case err == nil:
+		l.finish()
+		return nil
+	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrSessionExpired):
+		l.finish()
+		return fmt.Errorf("%w: own node %s is gone", locker.ErrLeaseLost, l.path)
+	}
+	// Unknown outcome: the node may still be there, and its deletion by the
+	// session's expiry or a later Release must still count.
+	l.releasing.Store(false)
+	return err
+}
+
+// Expire deletes the own node once the local deadline passed without a
+// refresh: the session (kept alive by go-zookeeper's pings) would otherwise
+// keep the lock past its TTL.
+func (l *lock) Expire(ctx context.Context) {
+	l.releasing.Store(true)
+	dir, name, _ := cutLast(l.path)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(l.b.ctx, cancel)
+	defer stop()
+	backoff := 20 * time.Millisecond
+	for {
+		err := l.b.removeOnce(ctx, dir, "", name)
+		if err == nil || !retryable(err) || ctx.Err() != nil || l.b.conn.SessionID() != l.session {
+			break
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	l.finish()
+}
+
+func (l *lock) finish() {
+	l.doneOnce.Do(func() { close(l.done) })
+	l.b.untrack(l)
+}
+
+// report tells the portable layer the lock is lost and stops tracking it.
+func (l *lock) report(cause error) {
+	l.b.untrack(l)
+	l.lost(cause)
+}
+
+func cutLast(p string) (dir, name string, ok bool) {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return "", p, false
+	}
+	return p[:i], p[i+1:], true
+}
