@@ -1,0 +1,119 @@
+package redis_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/conformance"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/redis"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// harness gives the suite Lockers over fresh clients of one deployment.
+type harness struct {
+	ttl     time.Duration
+	prefix  string // fresh per harness: runs never see each other's keys
+	redlock bool
+	dial    func(addr string) goredis.UniversalClient
+	addrs   []string // one deployment (single, Cluster seeds) or the Redlock masters
+
+	mu      sync.Mutex
+	clients map[locker.Locker][]goredis.UniversalClient
+}
+
+func newHarness(addrs []string, redlock bool, dial func(string) goredis.UniversalClient) *harness {
+	return &harness{ttl: time.Second, prefix: testPrefix(), redlock: redlock, dial: dial, addrs: addrs,
+		clients: map[locker.Locker][]goredis.UniversalClient{}}
+}
+
+func testPrefix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "test:" + hex.EncodeToString(b[:]) + ":"
+}
+
+// dialSingle makes a client of one server that honours contexts.
+func dialSingle(addr string) goredis.UniversalClient {
+	return goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+}
+
+// dialMaster makes a client of one Redlock master: no retries, which the
+// quorum replaces.
+func dialMaster(addr string) goredis.UniversalClient {
+	return goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+}
+
+func (h *harness) newLocker(addrs []string, opts ...locker.Option) (locker.Locker, []goredis.UniversalClient, error) {
+	cfg := redis.Config{Prefix: h.prefix, CloseClients: true}
+	if h.redlock {
+		cs := make([]goredis.UniversalClient, len(addrs))
+		for i, a := range addrs {
+			cs[i] = h.dial(a)
+		}
+		l, err := redis.NewRedlockWith(cs, cfg, opts...)
+		return l, cs, err
+	}
+	c := h.dial(addrs[0])
+	l, err := redis.NewWith(c, cfg, opts...)
+	return l, []goredis.UniversalClient{c}, err
+}
+
+func (h *harness) NewLocker(_ context.Context, _ *testing.T, opts ...locker.Option) (locker.Locker, error) {
+	l, cs, err := h.newLocker(h.addrs, opts...)
+	if err != nil {
+		for _, c := range cs {
+			c.Close()
+		}
+		return nil, err
+	}
+	h.mu.Lock()
+	h.clients[l] = cs
+	h.mu.Unlock()
+	return l, nil
+}
+
+func (h *harness) TTL() time.Duration { return h.ttl }
+
+// Crash closes the Locker's clients under it: it can no longer reach Redis,
+// and its locks stay there until their PX expiry.
+func (h *harness) Crash(_ *testing.T, l locker.Locker) {
+	h.mu.Lock()
+	cs := h.clients[l]
+	h.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// NewUnreachableLocker points at a closed port (every master, for Redlock).
+func (h *harness) NewUnreachableLocker(_ context.Context, t *testing.T) (locker.Locker, error) {
+	addrs := make([]string, len(h.addrs))
+	for i := range addrs {
+		addrs[i] = closedAddr(t)
+	}
+	l, _, err := h.newLocker(addrs)
+	return l, err
+}
+
+func TestConformance_Single(t *testing.T) {
+	srv := testenv.Redis(t)
+	conformance.Run(t, newHarness([]string{srv.Addr()}, false, dialSingle))
+}
+
+func TestConformance_Cluster(t *testing.T) {
+	c := testenv.RedisCluster(t)
+	conformance.Run(t, newHarness(c.Addrs(), false, func(string) goredis.UniversalClient {
+		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	}))
+}
+
+func TestConformance_Redlock(t *testing.T) {
+	c := testenv.RedisMasters(t, 5)
+	conformance.Run(t, newHarness(c.Addrs(), true, dialMaster))
+}

@@ -1,0 +1,17 @@
+-- fence.lua (Redlock): raise a node's fence to the token chosen from the
+-- majority, only while the caller still holds the lock on this node.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the fence key
+-- ARGV[1]  the owner value
+-- ARGV[2]  the token, in decimal
+--
+-- Returns 1 when the fence is now >= the token, 0 when the lock is not ours.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if last < tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1

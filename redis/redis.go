@@ -1,0 +1,242 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Config holds the settings of this package that are not Locker options.
+// The zero value is the default.
+type Config struct {
+	// Prefix starts the name of every Redis key and channel the Locker uses
+	// (default DefaultPrefix). It may not contain '{' or '}'. Lockers that
+	// should exclude each other must use the same prefix.
+	Prefix string
+
+	// NodeTimeout bounds each request to one Redlock master (default: a
+	// tenth of the lease's TTL, at most 250 ms), so that a slow or dead
+	// master costs a round little of the lease's validity. Unused by New.
+	NodeTimeout time.Duration
+
+	// CloseClients makes Locker.Close close the client(s) given to the
+	// constructor. Off by default: the caller owns its clients. Open sets it
+	// for the clients it makes.
+	CloseClients bool
+}
+
+func (c Config) prefix() (string, error) {
+	if c.Prefix == "" {
+		return DefaultPrefix, nil
+	}
+	return c.Prefix, checkPrefix(c.Prefix)
+}
+
+// New returns a Locker over one Redis deployment: a single server, a
+// Sentinel-managed master (goredis.NewFailoverClient) or a Cluster
+// (goredis.NewClusterClient). The options set Locker-wide defaults. The
+// client stays the caller's: Close does not close it.
+//
+// go-redis ignores context deadlines unless the client was made with
+// ContextTimeoutEnabled; without it a call may outlive its context by the
+// client's read timeout. Clients made by Open have it on.
+func New(client goredis.UniversalClient, opts ...locker.Option) (locker.Locker, error) {
+	return NewWith(client, Config{}, opts...)
+}
+
+// NewWith is New with the settings of cfg.
+func NewWith(client goredis.UniversalClient, cfg Config, opts ...locker.Option) (locker.Locker, error) {
+	b, err := newBackend(client, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return locker.New(b, opts...)
+}
+
+// base is what the single and Redlock backends share.
+type base struct {
+	prefix  string
+	channel string
+	hub     *hub
+}
+
+func newBase(cfg Config) (base, error) {
+	p, err := cfg.prefix()
+	if err != nil {
+		return base{}, err
+	}
+	return base{prefix: p, channel: channel(p), hub: newHub()}, nil
+}
+
+// RoundTTL implements driver.TTLRounder: PX counts whole milliseconds.
+func (b *base) RoundTTL(ttl time.Duration) (time.Duration, error) { return roundTTL(ttl) }
+
+// value is what a lock key holds: the owner id, which refresh and release
+// compare, and the label, for whoever inspects the key with redis-cli.
+func value(req *driver.Request) string { return req.Owner.String() + " " + req.Label }
+
+// backend is the single-deployment backend.
+type backend struct {
+	base
+	client      goredis.UniversalClient
+	sub         *subscriber
+	closeClient bool
+}
+
+func newBackend(client goredis.UniversalClient, cfg Config) (*backend, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
+	}
+	bs, err := newBase(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &backend{base: bs, client: client, closeClient: cfg.CloseClients}
+	b.sub = &subscriber{client: client, channel: b.channel, hub: b.hub}
+	return b, nil
+}
+
+func (b *backend) Name() string { return "redis" }
+
+// attempt runs acquire.lua once. It returns the lock, or the holder's
+// remaining TTL when another owner holds it.
+func (b *backend) attempt(ctx context.Context, req *driver.Request, n names) (driver.Lock, time.Duration, error) {
+	val := value(req)
+	start := time.Now()
+	ok, x, err := pair(acquireScript.Run(ctx, b.client, []string{n.lock, n.fence}, val, ttlMillis(req.TTL)).Result())
+	if err != nil {
+		if outcomeUnknown(ctx, err) {
+			b.cleanup(ctx, n, req)
+		}
+		return nil, 0, err
+	}
+	if !ok {
+		return nil, time.Duration(x) * time.Millisecond, nil
+	}
+	return &lock{b: b, n: n, val: val, owner: req.Owner.String(), token: uint64(x), start: start}, 0, nil
+}
+
+// outcomeUnknown reports whether a failed request may have run on the server:
+// the context ended or a timeout struck after it was sent. A refused
+// connection or a server error reply means it did not.
+func outcomeUnknown(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// cleanupTimeout bounds the clean-up of an acquisition whose outcome is
+// unknown. It runs after the caller's context ended, so it has its own.
+const cleanupTimeout = 2 * time.Second
+
+// cleanup deletes req's lock if the request that failed did take it. It is
+// conditional on the owner, so it never touches anyone else's lock.
+func (b *backend) cleanup(ctx context.Context, n names, req *driver.Request) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	releaseScript.Run(ctx, b.client, []string{n.lock}, value(req), b.channel, wakeMessage(n.tag, req.Owner.String()))
+}
+
+func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	l, _, err := b.attempt(ctx, req, b.names(req.Key))
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, locker.ErrLocked
+	}
+	return l, nil
+}
+
+func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	n := b.names(req.Key)
+	// The uncontended path is one round trip: no subscription, no waiter.
+	l, _, err := b.attempt(ctx, req, n)
+	if l != nil || err != nil {
+		return l, err
+	}
+	w := b.hub.add(n.tag)
+	defer b.hub.remove(w)
+	if err := b.sub.ensure(ctx); err != nil {
+		return nil, err
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		// Registered and subscribed: from here no release goes unnoticed,
+		// so try again before waiting, in case it came before.
+		l, pttl, err := b.attempt(ctx, req, n)
+		if l != nil || err != nil {
+			return l, err
+		}
+		d := fallbackWait(pttl, req.TTL)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-w.wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (b *backend) Close() error {
+	err := b.sub.close()
+	if b.closeClient {
+		if cerr := b.client.Close(); cerr != nil && !errors.Is(cerr, goredis.ErrClosed) {
+			err = errors.Join(err, cerr)
+		}
+	}
+	return err
+}
+
+// lock is a lock held on one deployment.
+type lock struct {
+	b     *backend
+	n     names
+	val   string
+	owner string
+	token uint64
+	start time.Time
+}
+
+func (l *lock) Token() uint64    { return l.token }
+func (l *lock) Start() time.Time { return l.start }
+
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	n, err := refreshScript.Run(ctx, l.b.client, []string{l.n.lock}, l.val, ttlMillis(ttl)).Int64()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return locker.ErrLeaseLost
+	}
+	return nil
+}
+
+func (l *lock) Release(ctx context.Context) error {
+	n, err := releaseScript.Run(ctx, l.b.client, []string{l.n.lock}, l.val, l.b.channel, wakeMessage(l.n.tag, l.owner)).Int64()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return locker.ErrLeaseLost
+	}
+	return nil
+}

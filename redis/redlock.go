@@ -1,0 +1,367 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// NewRedlock returns a Locker that runs the Redlock algorithm over
+// independent Redis masters (not replicas of each other, not one Cluster):
+// a lock is held when a majority of them granted it within its validity.
+// The clients stay the caller's: Close does not close them.
+func NewRedlock(clients []goredis.UniversalClient, opts ...locker.Option) (locker.Locker, error) {
+	return NewRedlockWith(clients, Config{}, opts...)
+}
+
+// NewRedlockWith is NewRedlock with the settings of cfg.
+func NewRedlockWith(clients []goredis.UniversalClient, cfg Config, opts ...locker.Option) (locker.Locker, error) {
+	b, err := newRedlock(clients, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return locker.New(b, opts...)
+}
+
+// maxNodeTimeout caps the default per-master timeout: a master that has not
+// answered in 250 ms is treated as down for the round, however long the TTL.
+const maxNodeTimeout = 250 * time.Millisecond
+
+type redlock struct {
+	base
+	nodes       []goredis.UniversalClient
+	subs        []*subscriber
+	quorum      int
+	nodeTimeout time.Duration // 0: derived from each lease's TTL
+	closeClient bool
+}
+
+func newRedlock(clients []goredis.UniversalClient, cfg Config) (*redlock, error) {
+	if len(clients) == 0 {
+		return nil, fmt.Errorf("%w: redlock needs at least one master", locker.ErrInvalidOption)
+	}
+	if slices.Contains(clients, nil) {
+		return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
+	}
+	if cfg.NodeTimeout < 0 {
+		return nil, fmt.Errorf("%w: redlock node timeout %v is negative", locker.ErrInvalidOption, cfg.NodeTimeout)
+	}
+	bs, err := newBase(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &redlock{base: bs, nodes: clients, quorum: len(clients)/2 + 1, nodeTimeout: cfg.NodeTimeout, closeClient: cfg.CloseClients}
+	for _, c := range clients {
+		r.subs = append(r.subs, &subscriber{client: c, channel: r.channel, hub: r.hub})
+	}
+	return r, nil
+}
+
+func (r *redlock) Name() string { return "redlock" }
+
+func (r *redlock) timeout(ttl time.Duration) time.Duration {
+	if r.nodeTimeout > 0 {
+		return r.nodeTimeout
+	}
+	return min(ttl/10, maxNodeTimeout)
+}
+
+// onAll runs fn against every master in parallel, each call bounded by the
+// per-node timeout, and waits for all of them.
+func (r *redlock) onAll(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, i int, c goredis.UniversalClient)) {
+	var wg sync.WaitGroup
+	for i, c := range r.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			fn(nctx, i, c)
+		}()
+	}
+	wg.Wait()
+}
+
+// nodeResult is one master's answer to acquire.lua.
+type nodeResult struct {
+	ok   bool
+	n    int64 // the node's token when ok, the holder's PTTL (ms) otherwise
+	err  error
+	held bool // after the fence round: this node's fence holds the token
+}
+
+// round is one Redlock acquisition round. It returns the lock; or, when other
+// owners hold too many masters, how long until enough of them free up; or an
+// error when too many masters failed for any majority to answer.
+func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driver.Lock, time.Duration, error) {
+	val, owner := value(req), req.Owner.String()
+	timeout := r.timeout(req.TTL)
+	res := make([]nodeResult, len(r.nodes))
+	start := time.Now() // before the first request: validity counts from here
+	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
+		ok, x, err := pair(acquireScript.Run(ctx, c, []string{n.lock, n.fence}, val, ttlMillis(req.TTL)).Result())
+		res[i] = nodeResult{ok: ok, n: x, err: err}
+	})
+
+	var granted, failed int
+	var token int64
+	var pttls []time.Duration
+	var errs []error
+	for i, x := range res {
+		switch {
+		case x.err != nil:
+			failed++
+			errs = append(errs, fmt.Errorf("master %d: %w", i, x.err))
+		case x.ok:
+			granted++
+			token = max(token, x.n)
+		default:
+			pttls = append(pttls, time.Duration(x.n)*time.Millisecond)
+		}
+	}
+
+	if granted >= r.quorum {
+		// Any two majorities intersect: writing the token back to a majority
+		// before the lock counts means every later majority reads a fence
+		// at least this high, so its own token is larger.
+		fenced := r.raiseFences(ctx, res, n, val, token, timeout)
+		validity := req.TTL - time.Since(start) - locker.DriftMargin(req.TTL)
+		if fenced >= r.quorum && validity > 0 {
+			return &rlock{r: r, n: n, val: val, owner: owner, token: uint64(token), start: start, ttl: req.TTL}, 0, nil
+		}
+		if validity <= 0 {
+			errs = append(errs, fmt.Errorf("redlock: round took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), req.TTL))
+		} else {
+			errs = append(errs, fmt.Errorf("redlock: fencing token written to %d of %d masters, quorum %d", fenced, len(r.nodes), r.quorum))
+		}
+		failed = len(r.nodes) // not a matter of waiting for another owner
+	}
+
+	// Failed: undo on every master, the ones that did not answer included
+	// (their grant may just have been slow), before anyone waits or returns.
+	r.releaseAll(context.WithoutCancel(ctx), n, val, owner, timeout)
+
+	if failed > len(r.nodes)-r.quorum {
+		return nil, 0, fmt.Errorf("redlock: %d of %d masters failed, quorum %d: %w", failed, len(r.nodes), r.quorum, errors.Join(errs...))
+	}
+	// How long until a quorum of masters is free of other owners' locks,
+	// assuming the failed ones will answer.
+	slices.Sort(pttls)
+	wait := time.Duration(0)
+	if need := r.quorum - (len(r.nodes) - len(pttls)); need > 0 {
+		wait = pttls[need-1]
+	}
+	if len(pttls) == 0 {
+		// A split with no other holder in sight (our own grants were too
+		// few, say): only jitter separates the contenders' next rounds.
+		return nil, -1, nil
+	}
+	return nil, wait, nil
+}
+
+// raiseFences sets the fence of every granting master that is below token,
+// and returns how many granting masters now hold token.
+func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, val string, token int64, timeout time.Duration) int {
+	var mu sync.Mutex
+	fenced := 0
+	tok := strconv.FormatInt(token, 10)
+	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
+		if !res[i].ok || res[i].err != nil {
+			return
+		}
+		if res[i].n != token {
+			ok, err := fenceScript.Run(ctx, c, []string{n.lock, n.fence}, val, tok).Int64()
+			if err != nil || ok != 1 {
+				return
+			}
+		}
+		mu.Lock()
+		fenced++
+		mu.Unlock()
+	})
+	return fenced
+}
+
+// releaseAll runs release.lua on every master and returns how many released
+// the lock and how many failed.
+func (r *redlock) releaseAll(ctx context.Context, n names, val, owner string, timeout time.Duration) (released, failed int, err error) {
+	var mu sync.Mutex
+	var errs []error
+	msg := wakeMessage(n.tag, owner)
+	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
+		x, e := releaseScript.Run(ctx, c, []string{n.lock}, val, r.channel, msg).Int64()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case e != nil:
+			failed++
+			errs = append(errs, fmt.Errorf("master %d: %w", i, e))
+		case x == 1:
+			released++
+		}
+	})
+	return released, failed, errors.Join(errs...)
+}
+
+// jitter spreads the rounds of contenders that split the masters between
+// them, so that one of them wins the next round.
+func (r *redlock) jitter(ttl time.Duration) time.Duration {
+	return rand.N(r.timeout(ttl) + time.Millisecond)
+}
+
+func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	l, _, err := r.round(ctx, req, r.names(req.Key))
+	if l == nil && err == nil {
+		return nil, locker.ErrLocked
+	}
+	return l, err
+}
+
+func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	n := r.names(req.Key)
+	l, _, err := r.round(ctx, req, n)
+	if l != nil || err != nil {
+		return l, err
+	}
+	w := r.hub.add(n.tag)
+	defer r.hub.remove(w)
+	r.subscribe(ctx, req.TTL)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		l, wait, err := r.round(ctx, req, n)
+		if l != nil || err != nil {
+			return l, err
+		}
+		var d time.Duration
+		if wait < 0 {
+			d = r.jitter(req.TTL)
+		} else {
+			d = fallbackWait(wait, req.TTL) + r.jitter(req.TTL)
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-w.wake:
+			if wait < 0 {
+				// A wake-up for a split round says nothing new; keep the jitter.
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// subscribe starts the wake-up subscription on every master that has none.
+// Failures are not errors: a master that cannot be subscribed to is likely
+// down, and the PTTL-bounded wait covers the messages it would have sent.
+func (r *redlock) subscribe(ctx context.Context, ttl time.Duration) {
+	var wg sync.WaitGroup
+	for _, s := range r.subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, r.timeout(ttl))
+			defer cancel()
+			_ = s.ensure(sctx)
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *redlock) Close() error {
+	var errs []error
+	for _, s := range r.subs {
+		errs = append(errs, s.close())
+	}
+	if r.closeClient {
+		for _, c := range r.nodes {
+			if err := c.Close(); err != nil && !errors.Is(err, goredis.ErrClosed) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rlock is a lock held on a majority of masters.
+type rlock struct {
+	r     *redlock
+	n     names
+	val   string
+	owner string
+	token uint64
+	start time.Time
+	ttl   time.Duration // of the acquisition: sets the per-node timeout of Release
+}
+
+func (l *rlock) Token() uint64    { return l.token }
+func (l *rlock) Start() time.Time { return l.start }
+
+// Refresh extends the lock on every master that still holds it; it succeeds
+// when a majority did so within the validity the new TTL gives, counted
+// from before the first request.
+func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
+	start := time.Now()
+	var mu sync.Mutex
+	var ok, lost int
+	var errs []error
+	l.r.onAll(ctx, l.r.timeout(ttl), func(ctx context.Context, i int, c goredis.UniversalClient) {
+		x, err := refreshScript.Run(ctx, c, []string{l.n.lock}, l.val, ttlMillis(ttl)).Int64()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("master %d: %w", i, err))
+		case x == 1:
+			ok++
+		default:
+			lost++
+		}
+	})
+	switch {
+	case ok >= l.r.quorum && time.Since(start) < ttl-locker.DriftMargin(ttl):
+		return nil
+	case ok >= l.r.quorum:
+		return fmt.Errorf("redlock: refresh took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), ttl)
+	case lost > len(l.r.nodes)-l.r.quorum:
+		return locker.ErrLeaseLost
+	}
+	return fmt.Errorf("redlock: refreshed on %d of %d masters, quorum %d: %w", ok, len(l.r.nodes), l.r.quorum, errors.Join(errs...))
+}
+
+// Release deletes the lock on every master that holds it. It reports
+// ErrLeaseLost when no majority held it any more, and an error when too
+// many masters failed to tell.
+func (l *rlock) Release(ctx context.Context) error {
+	released, failed, err := l.r.releaseAll(ctx, l.n, l.val, l.owner, l.r.timeout(l.ttl))
+	switch {
+	case released >= l.r.quorum:
+		return nil
+	case released+failed >= l.r.quorum:
+		return fmt.Errorf("redlock: released on %d of %d masters, %d failed: %w", released, len(l.r.nodes), failed, err)
+	}
+	return locker.ErrLeaseLost
+}

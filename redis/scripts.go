@@ -1,0 +1,74 @@
+package redis
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// The server-side scripts, one per operation, so that every operation is one
+// EVALSHA round trip (go-redis falls back to EVAL once when a server has not
+// cached a script yet).
+var (
+	//go:embed acquire.lua
+	acquireLua string
+	//go:embed refresh.lua
+	refreshLua string
+	//go:embed release.lua
+	releaseLua string
+	//go:embed fence.lua
+	fenceLua string
+	//go:embed guard.lua
+	guardLua string
+
+	acquireScript = goredis.NewScript(acquireLua)
+	refreshScript = goredis.NewScript(refreshLua)
+	releaseScript = goredis.NewScript(releaseLua)
+	fenceScript   = goredis.NewScript(fenceLua)
+	guardScript   = goredis.NewScript(guardLua)
+)
+
+// ttlMillis is the TTL as sent to PX/PEXPIRE. RoundTTL has already made it a
+// whole, positive number of milliseconds.
+func ttlMillis(ttl time.Duration) int64 { return int64(ttl / time.Millisecond) }
+
+// roundTTL rounds up to whole milliseconds, the resolution of PX and PEXPIRE.
+func roundTTL(ttl time.Duration) (time.Duration, error) {
+	r := (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
+	if r < ttl || r/time.Millisecond > math.MaxInt32*1000 {
+		return 0, fmt.Errorf("TTL %v is too long for Redis", ttl)
+	}
+	return r, nil
+}
+
+// pair reads a script's {flag, number} reply.
+func pair(v any, err error) (ok bool, n int64, _ error) {
+	if err != nil {
+		return false, 0, err
+	}
+	a, isSlice := v.([]any)
+	if !isSlice || len(a) != 2 {
+		return false, 0, fmt.Errorf("redis: unexpected script reply %v", v)
+	}
+	flag, ok1 := a[0].(int64)
+	switch x := a[1].(type) {
+	case int64:
+		n = x
+	case string:
+		u, perr := strconv.ParseInt(x, 10, 64)
+		if perr != nil {
+			return false, 0, fmt.Errorf("redis: unexpected script reply %v", v)
+		}
+		n = u
+	default:
+		return false, 0, fmt.Errorf("redis: unexpected script reply %v", v)
+	}
+	if !ok1 {
+		return false, 0, fmt.Errorf("redis: unexpected script reply %v", v)
+	}
+	return flag == 1, n, nil
+}
