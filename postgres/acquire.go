@@ -1,0 +1,272 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
+)
+
+// SQLSTATE codes the backend tells apart.
+const (
+	codeLockNotAvailable = "55P03" // FOR UPDATE NOWAIT found the row locked
+)
+
+// cancelTimeout bounds the cancel request that takes a cancelled Acquire out
+// of PostgreSQL's lock queue: on a healthy server it takes one round trip.
+const cancelTimeout = 2 * time.Second
+
+// maxAttempts bounds the retries of one acquisition that found its row
+// missing (first use of a key, or rows pruned meanwhile) or the token
+// sequence below its floor (first use after a server restart).
+const maxAttempts = 8
+
+// errFloorCheck marks a connection whose token floor has been checked since
+// it was opened (pgconn CustomData key).
+const floorCheckedKey = "github.com/distlock/locker/postgres.floor"
+
+type outcome int
+
+const (
+	granted    outcome = iota
+	rowMissing         // the key has no row yet: insert it and try again
+	belowFloor         // the sequence is below this server life's floor: raise it and try again
+)
+
+// acquire pins a pool connection and takes req.Key on it; the caller holds a
+// slot, which is handed over to the lock or freed.
+func (b *backend) acquire(ctx context.Context, req *driver.Request, try bool) (driver.Lock, error) {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		b.freeSlot()
+		return nil, fmt.Errorf("getting a pool connection: %w", err)
+	}
+	l, err := b.lockOn(ctx, conn, req, try)
+	if err != nil {
+		// Idle connections go back to the pool; closed ones, and ones left in
+		// a transaction, are destroyed, which ends the transaction on the
+		// server (pgxpool.Conn.Release).
+		conn.Release()
+		b.freeSlot()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Request, try bool) (*lock, error) {
+	if err := b.ensureSchema(ctx, conn.Conn()); err != nil {
+		return nil, err
+	}
+	pg := conn.Conn().PgConn()
+	if _, ok := pg.CustomData()[floorCheckedKey]; !ok {
+		// A new session: the server may have crashed and restarted without
+		// a new start time (crash recovery after a backend died), losing
+		// sequence advances of transactions that never committed.
+		if err := b.raiseFloor(ctx, conn.Conn()); err != nil {
+			return nil, err
+		}
+		pg.CustomData()[floorCheckedKey] = true
+	}
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		out, token, err := b.attempt(ctx, conn.Conn(), req, try)
+		if err != nil {
+			return nil, err
+		}
+		switch out {
+		case granted:
+			if !try && time.Since(start) > req.TTL/4 {
+				// The wait was long: the server's idle timer started when the
+				// lock was granted, but all we know is when we asked. Restart
+				// it now so that the local deadline is not cut short by the
+				// wait (or already past).
+				start = time.Now()
+				if _, err := conn.Exec(ctx, refreshSQL, millis(req.TTL)); err != nil {
+					return nil, fmt.Errorf("restarting the idle timer after the wait: %w", err)
+				}
+			}
+			l := &lock{b: b, conn: conn, key: req.Key, lost: req.Lost, token: token, start: start}
+			b.track(l)
+			l.mu.Lock()
+			l.startWatch()
+			l.mu.Unlock()
+			return l, nil
+		case rowMissing:
+			if err := rollback(ctx, conn.Conn()); err != nil {
+				return nil, err
+			}
+			if _, err := conn.Exec(ctx, "INSERT INTO "+b.n.table+" (key) VALUES ($1) ON CONFLICT DO NOTHING", []byte(req.Key)); err != nil {
+				return nil, fmt.Errorf("inserting the key's row: %w", err)
+			}
+		case belowFloor:
+			if err := rollback(ctx, conn.Conn()); err != nil {
+				return nil, err
+			}
+			if err := b.raiseFloor(ctx, conn.Conn()); err != nil {
+				return nil, err
+			}
+		}
+		if attempt == maxAttempts {
+			return nil, fmt.Errorf("postgres: no lock after %d attempts (rows deleted concurrently?)", attempt)
+		}
+	}
+}
+
+// The statements of an acquisition, sent as one pipelined batch (one round
+// trip): the transaction, its local settings, the row lock, and the token —
+// taken after the row lock is granted, so tokens follow the grant order.
+const (
+	beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
+	// The server ends the session, and with it the lock, when the holder
+	// stays silent in the transaction for the TTL. lock_timeout and
+	// statement_timeout are cleared so that only the caller's context bounds
+	// a wait, whatever the role's defaults are.
+	settingsSQL = "SELECT set_config('idle_in_transaction_session_timeout', $1, true), " +
+		"set_config('lock_timeout', '0', true), set_config('statement_timeout', '0', true)"
+	labelSQL = "SELECT set_config('application_name', $1, true)"
+	// tokenSQL returns the next token and the floor it must exceed: the
+	// server's start time in microseconds.
+	tokenSQL = "SELECT nextval($1::regclass), (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint"
+	// refreshSQL is the cheap statement of Refresh: any statement restarts
+	// the idle timer; this one also sets it to the (possibly new) TTL.
+	refreshSQL = "SELECT set_config('idle_in_transaction_session_timeout', $1, true)"
+)
+
+func (b *backend) lockSQL(try bool) string {
+	s := "SELECT 1 FROM " + b.n.table + " WHERE key = $1 FOR UPDATE"
+	if try {
+		s += " NOWAIT"
+	}
+	return s
+}
+
+// attempt sends one acquisition batch. On success the connection is left in
+// the lock transaction; on rowMissing or belowFloor it is in a transaction
+// the caller rolls back; on error it is in any state (the caller's Release
+// of the connection sorts that out).
+func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Request, try bool) (outcome, uint64, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(beginSQL)
+	batch.Queue(settingsSQL, millis(req.TTL))
+	if req.Label != "" {
+		batch.Queue(labelSQL, "locker "+req.Label)
+	}
+	batch.Queue(b.lockSQL(try), []byte(req.Key))
+	batch.Queue(tokenSQL, b.n.sequence)
+
+	if !try {
+		// pgx's context handling closes the connection, but a backend
+		// waiting for a row lock does not read its socket: without a cancel
+		// request it would stay in the lock queue, and be granted the lock
+		// (only to die) before the next waiter.
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(fired)
+			cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+			defer cancel()
+			_ = conn.PgConn().CancelRequest(cctx)
+		})
+		defer func() {
+			if !stop() {
+				<-fired
+			}
+		}()
+	}
+
+	br := conn.SendBatch(ctx, batch)
+	out, token, err := readAcquire(br, req.Label != "")
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err == nil && ctx.Err() != nil {
+		// The cancel request may have been sent after the grant: do not
+		// trust the connection; the caller drops it, which frees the lock.
+		err = ctx.Err()
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if try && errors.As(err, &pgErr) && pgErr.Code == codeLockNotAvailable {
+			if rerr := rollback(ctx, conn); rerr != nil {
+				return 0, 0, rerr
+			}
+			return 0, 0, locker.ErrLocked
+		}
+		return 0, 0, err
+	}
+	return out, token, nil
+}
+
+func readAcquire(br pgx.BatchResults, label bool) (outcome, uint64, error) {
+	if _, err := br.Exec(); err != nil {
+		return 0, 0, fmt.Errorf("begin: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return 0, 0, fmt.Errorf("setting the idle timeout: %w", err)
+	}
+	if label {
+		if _, err := br.Exec(); err != nil {
+			return 0, 0, fmt.Errorf("setting application_name: %w", err)
+		}
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return 0, 0, fmt.Errorf("locking the row: %w", err)
+	}
+	var n, floor int64
+	if err := br.QueryRow().Scan(&n, &floor); err != nil {
+		return 0, 0, fmt.Errorf("taking the token: %w", err)
+	}
+	switch {
+	case tag.RowsAffected() == 0:
+		return rowMissing, 0, nil
+	case n <= floor:
+		return belowFloor, 0, nil
+	}
+	return granted, uint64(n), nil
+}
+
+func rollback(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	return nil
+}
+
+// ensureSchema creates the lock table and sequence once per backend, unless
+// configured not to.
+func (b *backend) ensureSchema(ctx context.Context, conn *pgx.Conn) error {
+	if b.skipDDL {
+		return nil
+	}
+	return b.schema.do(ctx, func() error {
+		return createObjects(ctx, conn, b.n.schema, b.n.ddl, b.n.table, b.n.sequence)
+	})
+}
+
+// raiseFloorSQL moves the token sequence up to the server clock in
+// microseconds if it is below, under an advisory lock so that concurrent
+// raises cannot interleave: the sequence only ever moves up. It commits (and
+// so flushes) before any token is taken from the raised sequence.
+func (b *backend) raiseFloorSQL() string {
+	return "SELECT setval($1::regclass, f) FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS f) AS now " +
+		"WHERE f > (SELECT last_value FROM " + b.n.sequence + ")"
+}
+
+func (b *backend) raiseFloor(ctx context.Context, conn *pgx.Conn) error {
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	batch.Queue("SELECT pg_advisory_xact_lock($1)", schemaLockKey+1)
+	batch.Queue(b.raiseFloorSQL(), b.n.sequence)
+	batch.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("raising the token floor: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/postgres"
+)
+
+// harness gives the conformance suite Lockers over one database, each with
+// its own pool, whose connections can be made to die (Crash) without the
+// server noticing: the sockets stay open, so the server keeps the lock
+// transactions until their idle timeout, as it would for a frozen client.
+type harness struct {
+	dsn string
+	ttl time.Duration
+
+	mu      sync.Mutex
+	dialers map[locker.Locker]*crashDialer
+}
+
+func newHarness(dsn string) *harness {
+	return &harness{dsn: dsn, ttl: 500 * time.Millisecond, dialers: map[locker.Locker]*crashDialer{}}
+}
+
+func (h *harness) TTL() time.Duration { return h.ttl }
+
+// FIFO: waiters for a row lock queue on the tuple's heavyweight lock, which
+// PostgreSQL grants in arrival order.
+func (h *harness) FIFO() bool { return true }
+
+func (h *harness) NewLocker(_ context.Context, t *testing.T, opts ...locker.Option) (locker.Locker, error) {
+	pc, err := pgxpool.ParseConfig(h.dsn)
+	if err != nil {
+		return nil, err
+	}
+	pc.MaxConns = 40
+	d := &crashDialer{}
+	t.Cleanup(d.closeAll)
+	pc.ConnConfig.DialFunc = d.dial
+	l, err := postgres.NewFromConfig(pc, postgres.Config{}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.dialers[l] = d
+	h.mu.Unlock()
+	return l, nil
+}
+
+func (h *harness) Crash(t *testing.T, l locker.Locker) {
+	h.mu.Lock()
+	d := h.dialers[l]
+	h.mu.Unlock()
+	if d == nil {
+		t.Fatalf("Crash of a Locker the harness did not make")
+	}
+	d.crash()
+}
+
+func (h *harness) NewUnreachableLocker(ctx context.Context, _ *testing.T) (locker.Locker, error) {
+	// Port 1 on loopback: connection refused.
+	return locker.Open(ctx, "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=5")
+}
+
+var errCrashed = errors.New("harness: client crashed")
+
+// crashDialer dials real TCP connections that can all be frozen at once.
+type crashDialer struct {
+	net.Dialer
+	mu      sync.Mutex
+	crashed bool
+	conns   []net.Conn
+}
+
+func (d *crashDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d.isCrashed() {
+		return nil, errCrashed
+	}
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.conns = append(d.conns, c)
+	d.mu.Unlock()
+	return &crashConn{Conn: c, d: d}, nil
+}
+
+func (d *crashDialer) isCrashed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.crashed
+}
+
+// crash makes every read and write fail from now on, waking reads in
+// progress, while the sockets stay open.
+func (d *crashDialer) crash() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.crashed = true
+	for _, c := range d.conns {
+		_ = c.SetDeadline(time.Now())
+	}
+}
+
+// closeAll closes the real sockets when the test ends.
+func (d *crashDialer) closeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.conns {
+		_ = c.Close()
+	}
+}
+
+type crashConn struct {
+	net.Conn
+	d *crashDialer
+}
+
+func (c *crashConn) Read(b []byte) (int, error) {
+	if c.d.isCrashed() {
+		return 0, errCrashed
+	}
+	n, err := c.Conn.Read(b)
+	if c.d.isCrashed() {
+		return 0, errCrashed
+	}
+	return n, err
+}
+
+func (c *crashConn) Write(b []byte) (int, error) {
+	if c.d.isCrashed() {
+		return 0, errCrashed
+	}
+	return c.Conn.Write(b)
+}
+
+// Close of a crashed client's connection sends nothing: the server must
+// find out by itself.
+func (c *crashConn) Close() error {
+	if c.d.isCrashed() {
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+func (c *crashConn) SetDeadline(t time.Time) error {
+	if c.d.isCrashed() {
+		return nil
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *crashConn) SetReadDeadline(t time.Time) error {
+	if c.d.isCrashed() {
+		return nil
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *crashConn) SetWriteDeadline(t time.Time) error {
+	if c.d.isCrashed() {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
+}

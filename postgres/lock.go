@@ -1,0 +1,163 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/locker"
+)
+
+// lock is one held lock: a pool connection pinned in the open transaction
+// that holds the key's row lock. While nobody uses the connection, a watcher
+// goroutine reads it, so that a session the server ends (idle timeout,
+// pg_terminate_backend, shutdown) or a connection that breaks is reported at
+// once through the request's Lost callback instead of at the next refresh.
+type lock struct {
+	b     *backend
+	key   string
+	lost  func(error)
+	token uint64
+	start time.Time
+
+	mu    sync.Mutex
+	conn  *pgxpool.Conn // nil once the lock has ended
+	cause error         // why it ended without Release
+	watch *watcher
+}
+
+type watcher struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (l *lock) Token() uint64    { return l.token }
+func (l *lock) Start() time.Time { return l.start }
+
+// startWatch starts the watcher; l.mu is held and l.conn is set.
+func (l *lock) startWatch() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watcher{cancel: cancel, done: make(chan struct{})}
+	l.watch = w
+	pg := l.conn.Conn().PgConn()
+	go func() {
+		defer close(w.done)
+		for {
+			// Nothing is expected on an idle connection: any message read
+			// is the server ending the session, any error a broken
+			// connection. A cancelled ctx makes it return a timeout, after
+			// which pgconn leaves the connection usable.
+			err := pg.WaitForNotification(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
+				continue // a NOTIFY for a LISTEN of the pool's owner
+			}
+			cause := fmt.Errorf("postgres: lock session ended: %w", err)
+			if l.end(cause) {
+				l.lost(cause)
+			}
+			return
+		}
+	}()
+}
+
+// pause stops the watcher and returns the connection for one statement, or
+// ErrLeaseLost if the lock has ended.
+func (l *lock) pause() (*pgxpool.Conn, error) {
+	l.mu.Lock()
+	w := l.watch
+	l.watch = nil
+	l.mu.Unlock()
+	if w != nil {
+		w.cancel()
+		<-w.done
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		if l.cause == nil {
+			return nil, locker.ErrLeaseLost
+		}
+		return nil, fmt.Errorf("%w: %w", locker.ErrLeaseLost, l.cause)
+	}
+	return l.conn, nil
+}
+
+func (l *lock) resume() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil && l.watch == nil {
+		l.startWatch()
+	}
+}
+
+// end drops the connection — destroying it if it is still in the lock
+// transaction, which ends that transaction on the server — and reports
+// whether this call ended the lock. The watcher must not be using the
+// connection (it is either stopped or the caller).
+func (l *lock) end(cause error) bool {
+	l.mu.Lock()
+	conn := l.conn
+	if conn == nil {
+		l.mu.Unlock()
+		return false
+	}
+	l.conn, l.cause = nil, cause
+	l.mu.Unlock()
+	conn.Release()
+	l.b.untrack(l)
+	l.b.freeSlot()
+	return true
+}
+
+// abandon ends the lock without a round trip (Backend.Close).
+func (l *lock) abandon(cause error) {
+	if _, err := l.pause(); err == nil {
+		l.end(cause)
+	}
+}
+
+// Refresh restarts the server's idle timer, set to ttl, with one statement
+// on the pinned connection. Any failure ends the lock: the connection is
+// dropped, so the server frees the row at once (or, if it cannot be reached,
+// when its idle timer fires), and the holder is told ErrLeaseLost.
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	conn, err := l.pause()
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, refreshSQL, millis(ttl)); err != nil {
+		cause := fmt.Errorf("postgres: refresh: %w", err)
+		l.end(cause)
+		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, cause)
+	}
+	l.resume()
+	return nil
+}
+
+// Release rolls the lock transaction back — it wrote nothing worth a commit,
+// and a rollback waits for no WAL flush — and returns the connection to the
+// pool. A rollback that succeeds proves the transaction, and so the row
+// lock, was still ours; one that fails leaves it unknown whether the server
+// had already ended it, so the caller is told ErrLeaseLost.
+func (l *lock) Release(ctx context.Context) error {
+	conn, err := l.pause()
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		cause := fmt.Errorf("postgres: release: %w", err)
+		l.end(cause)
+		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, cause)
+	}
+	l.end(errReleased)
+	return nil
+}
+
+var errReleased = errors.New("postgres: released")
