@@ -226,7 +226,7 @@ func runBench(ctx context.Context, c *benchConfig, targets []*target, p *progres
 		merged := make([]*result, len(runs))
 		for range c.rounds {
 			for i, t := range runs {
-				p.label(w.name + " " + t.url)
+				p.label(strings.TrimSpace(w.name + " " + t.url))
 				r, err := w.run(ctx, c, t, p)
 				if err != nil {
 					return append(results, compact(merged)...), fmt.Errorf("%s on %s: %w", w.name, t.url, err)

@@ -8,8 +8,8 @@
 //	lockctl help [COMMAND]
 //
 // The backend is chosen by URL (memory://, redis://…, etcd://…, zookeeper://…,
-// postgres://…); see package locker for the URL forms. Flags come before the
-// positional arguments.
+// postgres://…); see package locker for the URL forms. Flags of run may come
+// anywhere before the "--" that precedes the command.
 //
 // # lockctl run
 //
@@ -48,7 +48,9 @@
 //     access going through a fencing guard. A few holders (--pauses) stall past
 //     their TTL, as in a GC pause, and try to write afterwards: the guard must
 //     refuse them. An unlocked control run shows the overselling the lock
-//     prevents.
+//     prevents. The sale's operations per second are buyers served per
+//     second, including the time the lock sat with paused holders until their
+//     TTL ran out; --pauses 0 measures the buyers alone.
 //   - uncontended: --ops acquire+release pairs on one key from one goroutine.
 //   - handoff: --waiters goroutines contend for one key for --ops handoffs;
 //     latency is from a release to the next holder's grant.

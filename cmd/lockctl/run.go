@@ -48,21 +48,18 @@ Flags:
 `)
 		fset.PrintDefaults()
 	}
-	if err := fset.Parse(args); err != nil {
+	pos, command, err := parseRunArgs(fset, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
-	rest := fset.Args()
-	if len(rest) < 2 {
+	if len(pos) < 2 {
 		fset.Usage()
 		return exitUsage
 	}
-	rawURL, key, command := rest[0], rest[1], rest[2:]
-	if len(command) > 0 && command[0] == "--" {
-		command = command[1:]
-	}
+	rawURL, key := pos[0], pos[1]
 	switch {
 	case len(command) == 0:
 		return a.failf(exitUsage, "run: no command given (lockctl run URL KEY -- COMMAND [ARGS...])")
@@ -114,7 +111,7 @@ Flags:
 	switch {
 	case sig != nil:
 		if err == nil {
-			a.release(ctx, lease, key)
+			_ = a.release(ctx, lease, key)
 		}
 		return a.failf(signalStatus(sig), "run: interrupted by %v while waiting for %q", sig, key)
 	case err == nil:
@@ -135,7 +132,7 @@ Flags:
 	// on a grandchild that keeps the pipe open after the command exited.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
-		a.release(ctx, lease, key)
+		_ = a.release(ctx, lease, key)
 		return a.failf(startStatus(err), "run: %v", err)
 	}
 
@@ -144,9 +141,30 @@ Flags:
 		lost = rerr
 	}
 	if lost != nil {
-		return a.failf(exitLeaseLost, "run: lease on %q lost while the command ran: %v", key, lost)
+		return a.failf(exitLeaseLost, "run: lease on %q lost while the command ran (command %v): %v", key, cmd.ProcessState, lost)
 	}
 	return exitStatus(cmd.ProcessState)
+}
+
+// parseRunArgs splits "[flags] URL [flags] KEY [flags] [--] COMMAND [ARGS...]":
+// flags may come anywhere before the command, which is everything after the
+// "--" that follows KEY (or, without "--", from the first argument after KEY
+// that is not a flag). The command's own flags are never parsed.
+func parseRunArgs(fset *flag.FlagSet, args []string) (pos, command []string, err error) {
+	for {
+		if err := fset.Parse(args); err != nil {
+			return nil, nil, err
+		}
+		args = fset.Args()
+		if len(pos) == 2 || len(args) == 0 {
+			return pos, args, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+		if len(pos) == 2 && len(args) > 0 && args[0] == "--" {
+			return pos, args[1:], nil
+		}
+	}
 }
 
 // supervise waits for the started command to exit, forwarding signals to it

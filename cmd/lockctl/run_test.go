@@ -93,6 +93,24 @@ func TestRun_PassesTokenAndExitStatus(t *testing.T) {
 	assertFree(t, url, "job")
 }
 
+func TestRun_FlagsAfterURLAndKey(t *testing.T) {
+	needShell(t)
+	url := "memory://" + t.Name()
+	for _, args := range [][]string{
+		{"run", url, "--ttl", "7s", "job", "--", "sh", "-c", "echo $LOCKER_TTL"},
+		{"run", url, "job", "--ttl", "7s", "--", "sh", "-c", "echo $LOCKER_TTL"},
+		{"run", "--ttl=7s", url, "job", "sh", "-c", "echo $LOCKER_TTL"},
+	} {
+		a, stdout, stderr := testApp()
+		if code := a.main(context.Background(), args); code != 0 {
+			t.Fatalf("%q: exit %d; stderr: %s", args, code, stderr)
+		}
+		if got := strings.TrimSpace(stdout.String()); got != "7s" {
+			t.Errorf("%q: LOCKER_TTL=%q, want 7s", args, got)
+		}
+	}
+}
+
 func TestRun_TokensIncreaseAcrossRuns(t *testing.T) {
 	needShell(t)
 	url := "memory://" + t.Name()
