@@ -133,9 +133,11 @@ Flags:
 	}
 
 	results, err := runBench(ctx, c, targets, newProgress(a.stderr, a.stderrIsTerminal))
-	fmt.Fprintln(a.stdout, c.header())
-	fmt.Fprintln(a.stdout)
-	writeTable(a.stdout, results)
+	if len(results) > 0 {
+		fmt.Fprintln(a.stdout, c.header())
+		fmt.Fprintln(a.stdout)
+		writeTable(a.stdout, results)
+	}
 	if err != nil {
 		if sig := stop(); sig != nil {
 			return a.failf(signalStatus(sig), "bench: interrupted by %v", sig)

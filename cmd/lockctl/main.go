@@ -77,8 +77,9 @@
 //	128+N  lockctl got signal N while waiting for the lock
 //
 // lockctl bench exits 0 on success, 1 if a safety check failed (units
-// oversold, or a stale write admitted, with the lock), 64 on a usage error and
-// 69 when a backend could not be opened or failed.
+// oversold, or an update lost, with the lock), 64 on a usage error, 69 when
+// a backend could not be opened or failed, and 128+N when stopped by signal N
+// (the table then shows what was measured so far).
 package main
 
 import (
