@@ -161,33 +161,50 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 	batch.Queue(b.lockSQL(try), []byte(req.Key))
 	batch.Queue(tokenSQL, b.n.sequence)
 
+	// A waiting Acquire is cancelled by a cancel request, not by pgx's
+	// context handling: that closes the connection, but a backend waiting
+	// for a row lock does not read its socket, so it would stay in the lock
+	// queue, and be granted the lock (only to die) before the next waiter.
+	// The batch runs on a context of its own, and the server's answer to
+	// the cancel (SQLSTATE 57014) confirms the backend left the queue
+	// before Acquire returns. If the server does not answer within
+	// cancelTimeout, the connection is dropped after all.
+	bctx := ctx
 	if !try {
-		// pgx's context handling closes the connection, but a backend
-		// waiting for a row lock does not read its socket: without a cancel
-		// request it would stay in the lock queue, and be granted the lock
-		// (only to die) before the next waiter.
-		fired := make(chan struct{})
+		var bcancel context.CancelFunc
+		bctx, bcancel = context.WithCancel(context.WithoutCancel(ctx))
+		defer bcancel()
+		batchDone, fired := make(chan struct{}), make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
 			defer close(fired)
 			cctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 			defer cancel()
-			_ = conn.PgConn().CancelRequest(cctx)
+			if err := conn.PgConn().CancelRequest(cctx); err == nil {
+				select {
+				case <-batchDone:
+					return
+				case <-cctx.Done():
+				}
+			}
+			bcancel()
 		})
 		defer func() {
+			close(batchDone)
 			if !stop() {
 				<-fired
 			}
 		}()
 	}
 
-	br := conn.SendBatch(ctx, batch)
+	br := conn.SendBatch(bctx, batch)
 	out, token, err := readAcquire(br, req.Label != "")
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
-	if err == nil && ctx.Err() != nil {
-		// The cancel request may have been sent after the grant: do not
-		// trust the connection; the caller drops it, which frees the lock.
+	if ctx.Err() != nil {
+		// Cancelled (the server's 57014 says no more than that), or granted
+		// as the context ended: either way the caller drops the connection,
+		// still in the transaction, which frees any lock it got.
 		err = ctx.Err()
 	}
 	if err != nil {

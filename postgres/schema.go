@@ -154,4 +154,3 @@ func (o *onceCtx) do(ctx context.Context, f func() error) error {
 	close(o.done)
 	return nil
 }
-

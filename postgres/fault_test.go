@@ -1,0 +1,359 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/fencing"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/postgres"
+)
+
+// TestPostgres_TerminatedBackend_DoneFiresOtherAcquiresStaleWriteRefused:
+// pg_terminate_backend on the holder's session ends its lease at once (no
+// refresh needed: the lock's connection is watched), another client takes
+// the lock without waiting and with a larger token, and the SQL guard
+// refuses the old holder's write.
+func TestPostgres_TerminatedBackend_DoneFiresOtherAcquiresStaleWriteRefused(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	admin := adminConn(t, dsn)
+	a, b := newLocker(t, dsn, postgres.Config{}), newLocker(t, dsn, postgres.Config{})
+	guard, err := postgres.NewGuard(newPool(t, dsn), postgres.GuardConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := newPool(t, dsn)
+	if _, err := pool.Exec(ctxT(t, 10*time.Second), "CREATE TABLE ledger (writer text, token bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	write := func(who string, token uint64) error {
+		return pgx.BeginFunc(ctxT(t, 10*time.Second), pool, func(tx pgx.Tx) error {
+			if err := guard.AdmitTx(ctxT(t, 10*time.Second), tx, "ledger", token); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctxT(t, 10*time.Second), "INSERT INTO ledger VALUES ($1, $2)", who, int64(token))
+			return err
+		})
+	}
+
+	k := randomKey("terminate")
+	old, err := a.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(time.Minute), locker.WithOwner("old-holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := write("old", old.Token()); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+
+	pid := holderPID(t, admin, "old-holder")
+	var ok bool
+	if err := admin.QueryRow(ctxT(t, 10*time.Second), "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, ok, err)
+	}
+	select {
+	case <-old.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed after the holder's backend was terminated (TTL is a minute)")
+	}
+	if err := old.Err(); !errors.Is(err, locker.ErrLeaseLost) {
+		t.Fatalf("Err() = %v, want ErrLeaseLost", err)
+	}
+
+	next, err := b.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatalf("TryAcquire after the holder was terminated: %v", err)
+	}
+	if next.Token() <= old.Token() {
+		t.Fatalf("token %d after termination, want > %d", next.Token(), old.Token())
+	}
+	if err := write("new", next.Token()); err != nil {
+		t.Fatalf("new holder's write: %v", err)
+	}
+	if err := write("old", old.Token()); !errors.Is(err, fencing.ErrStaleToken) {
+		t.Fatalf("old holder's late write = %v, want ErrStaleToken", err)
+	}
+	var rows []string
+	r, _ := pool.Query(ctxT(t, 10*time.Second), "SELECT writer FROM ledger ORDER BY token, writer")
+	rows, err = pgx.CollectRows(r, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rows) != "[old new]" {
+		t.Fatalf("ledger = %v, want [old new]: the refused write must not commit", rows)
+	}
+	if err := old.Release(ctxT(t, 10*time.Second)); !errors.Is(err, locker.ErrLeaseLost) {
+		t.Fatalf("old Release = %v, want ErrLeaseLost", err)
+	}
+	if err := next.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgres_SilentHolder_CutOffByServerAfterTTL: a client that stops
+// talking (its sockets stay open, nothing flows) keeps the lock on the
+// server, which ends the session by idle_in_transaction_session_timeout
+// after the TTL: the lock is free with nobody releasing it.
+func TestPostgres_SilentHolder_CutOffByServerAfterTTL(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	h := newHarness(dsn)
+	silent, err := h.NewLocker(ctxT(t, 10*time.Second), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	other := newLocker(t, dsn, postgres.Config{})
+	admin := adminConn(t, dsn)
+
+	const ttl = time.Second
+	k := randomKey("silent")
+	held, err := silent.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(ttl), locker.WithOwner("silent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := holderPID(t, admin, "silent")
+	h.Crash(t, silent)
+
+	// The server still holds it for the silent client…
+	if _, err := other.TryAcquire(ctxT(t, 10*time.Second), k); !errors.Is(err, locker.ErrLocked) {
+		t.Fatalf("TryAcquire right after the holder went silent = %v, want ErrLocked", err)
+	}
+	// …until its idle timer ends the session.
+	next, err := other.Acquire(ctxT(t, ttl+5*time.Second), k)
+	if err != nil {
+		t.Fatalf("Acquire after the silent holder's TTL: %v", err)
+	}
+	if next.Token() <= held.Token() {
+		t.Fatalf("token %d, want > %d", next.Token(), held.Token())
+	}
+	var alive bool
+	if err := admin.QueryRow(ctxT(t, 10*time.Second), "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&alive); err != nil {
+		t.Fatal(err)
+	}
+	if alive {
+		t.Fatalf("the silent holder's backend %d is still there after the lock moved on", pid)
+	}
+	if err := next.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgres_PartitionedClient_LosesLeaseByLocalDeadline: toxiproxy cuts
+// the holder off (connections stay open, nothing gets through). With
+// automatic refresh on, its refreshes go unanswered: Done fires no later
+// than the local deadline, and a client on the other side of the partition
+// takes the lock once the server's idle timer ends the old session.
+func TestPostgres_PartitionedClient_LosesLeaseByLocalDeadline(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	proxy := testenv.Postgres(t).Proxy(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = proxy.Addr()
+	far := newLocker(t, u.String(), postgres.Config{})
+	near := newLocker(t, dsn, postgres.Config{})
+
+	const ttl = time.Second
+	k := randomKey("partition")
+	held, err := far.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(ttl), locker.WithAutoRefresh(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole(t)
+	deadline := held.Deadline()
+	select {
+	case <-held.Done():
+	case <-time.After(ttl + 5*time.Second):
+		t.Fatal("Done not closed after the partition")
+	}
+	if now := time.Now(); now.After(deadline.Add(time.Second)) {
+		t.Fatalf("Done closed at %v, well after the local deadline %v", now, deadline)
+	}
+	if err := held.Err(); !errors.Is(err, locker.ErrLeaseLost) {
+		t.Fatalf("Err() = %v, want ErrLeaseLost", err)
+	}
+	next, err := near.Acquire(ctxT(t, ttl+5*time.Second), k)
+	if err != nil {
+		t.Fatalf("Acquire across the partition: %v", err)
+	}
+	if next.Token() <= held.Token() {
+		t.Fatalf("token %d, want > %d", next.Token(), held.Token())
+	}
+	if err := next.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Heal(t)
+	if err := far.Close(); err != nil {
+		t.Fatalf("Close after the partition healed: %v", err)
+	}
+}
+
+// TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore: PostgreSQL
+// is SIGKILLed while lock transactions are open (their sequence advances
+// never committed, so they may be lost with the unflushed WAL); after the
+// restart every token handed out is larger than every token handed out
+// before, for the same keys and for new ones.
+func TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T) {
+	srv := testenv.Postgres(t)
+	dsn := testenv.PostgresDB(t)
+	before := newLocker(t, dsn, postgres.Config{})
+
+	var keys []string
+	var maxBefore uint64
+	var held []locker.Lease
+	for i := range 40 {
+		k := randomKey(fmt.Sprintf("kill-%d", i))
+		keys = append(keys, k)
+		lease, err := before.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		maxBefore = max(maxBefore, lease.Token())
+		if i%2 == 0 {
+			// Half are released again (rolled back: nothing committed
+			// either), half stay held in open transactions at the kill.
+			if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			held = append(held, lease)
+		}
+	}
+
+	srv.Kill(t)
+	srv.Restart(t)
+
+	for _, lease := range held {
+		select {
+		case <-lease.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("lease %q survived the server's death", lease.Key())
+		}
+	}
+	admin := adminConn(t, dsn)
+	var seqAfter int64
+	if err := admin.QueryRow(ctxT(t, 10*time.Second), "SELECT last_value FROM locker_locks_token").Scan(&seqAfter); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("largest token before the kill %d; sequence after the restart, before any lock: %d (%s)",
+		maxBefore, seqAfter, map[bool]string{true: "went back: the floor is what saves the day", false: "kept"}[uint64(seqAfter) < maxBefore])
+
+	after := newLocker(t, dsn, postgres.Config{})
+	for i, k := range append(keys, randomKey("kill-new"), randomKey("kill-new")) {
+		lease, err := after.Acquire(ctxT(t, 30*time.Second), k, locker.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatalf("Acquire %d after the restart: %v", i, err)
+		}
+		if lease.Token() <= maxBefore {
+			t.Fatalf("token %d for %q after the restart, want > %d (the largest before)", lease.Token(), k, maxBefore)
+		}
+		if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPostgres_CancelledAcquire_LeavesNoWaiterInLockQueue: a waiting
+// Acquire whose context ends is taken out of PostgreSQL's lock queue by a
+// cancel request before it returns, rather than left there as a backend
+// that would be granted the lock after the holder.
+func TestPostgres_CancelledAcquire_LeavesNoWaiterInLockQueue(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	a, b := newLocker(t, dsn, postgres.Config{}), newLocker(t, dsn, postgres.Config{})
+	admin := adminConn(t, dsn)
+	k := randomKey("cancel")
+	held, err := a.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(ctx, k, locker.WithTTL(time.Minute), locker.WithOwner("waiter"))
+		errc <- err
+	}()
+	// Wait until the waiter really is in the lock queue.
+	for {
+		var waiting bool
+		err := admin.QueryRow(ctxT(t, 10*time.Second),
+			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = 'locker waiter' AND wait_event_type = 'Lock')").Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Acquire = %v, want context.Canceled", err)
+	}
+	var waiters int
+	if err := admin.QueryRow(ctxT(t, 10*time.Second),
+		"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiters); err != nil {
+		t.Fatal(err)
+	}
+	if waiters != 0 {
+		t.Fatalf("%d backends still wait for a lock after the cancelled Acquire returned", waiters)
+	}
+	if err := held.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPostgres_PoolExhausted_TryAcquireFailsAcquireWaits: with every pool
+// connection pinned by a held lock, TryAcquire fails at once with
+// ErrUnavailable wrapping ErrPoolExhausted (never ErrLocked), Acquire waits
+// within its context, and a release lets it through.
+func TestPostgres_PoolExhausted_TryAcquireFailsAcquireWaits(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	u, _ := url.Parse(dsn)
+	q := u.Query()
+	q.Set("pool_max_conns", "2")
+	u.RawQuery = q.Encode()
+	l, err := locker.Open(ctxT(t, 10*time.Second), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+
+	first, err := l.TryAcquire(ctxT(t, 10*time.Second), randomKey("pool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TryAcquire(ctxT(t, 10*time.Second), randomKey("pool")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.TryAcquire(ctxT(t, 10*time.Second), randomKey("pool"))
+	if !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, postgres.ErrPoolExhausted) || errors.Is(err, locker.ErrLocked) {
+		t.Fatalf("TryAcquire with the pool exhausted = %v, want ErrUnavailable wrapping ErrPoolExhausted", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := l.Acquire(ctx, randomKey("pool")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with the pool exhausted = %v, want context.DeadlineExceeded", err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctxT(t, 30*time.Second), randomKey("pool"))
+		if err == nil {
+			err = lease.Release(ctxT(t, 10*time.Second))
+		}
+		errc <- err
+	}()
+	if err := first.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Acquire after a release freed a connection: %v", err)
+	}
+}

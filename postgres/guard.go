@@ -1,0 +1,144 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/fencing"
+)
+
+// ErrTokenRange is returned by a Guard for a token above the largest bigint
+// (2^63-1), which no PostgreSQL lock of this package hands out.
+var ErrTokenRange = errors.New("postgres: guard: token does not fit a bigint")
+
+// GuardConfig names the table of a Guard. The zero value uses DefaultSchema
+// and DefaultFenceTable.
+type GuardConfig struct {
+	Schema string
+	Table  string
+	// SkipSchemaCreation, when true, never runs the DDL of guard.sql.
+	SkipSchemaCreation bool
+}
+
+// Guard is a fencing.Guard kept in PostgreSQL: a table of the highest token
+// admitted per resource. Use AdmitTx inside the transaction that performs
+// the protected write, so that the check, the new highest token and the
+// write commit together or not at all; Admit is the same check in a
+// transaction of its own.
+//
+// Admission is one statement, INSERT … ON CONFLICT DO UPDATE … WHERE
+// stored <= new: a stale token updates zero rows and is refused with
+// fencing.ErrStaleToken. The row lock the statement takes is held until the
+// caller's transaction ends, so concurrent writers to one resource are
+// serialized and one with a lower token, arriving meanwhile, is refused
+// once the higher one commits.
+type Guard struct {
+	pool   *pgxpool.Pool
+	table  string // quoted, qualified
+	schema string
+	ddl    string
+	skip   bool
+	once   *onceCtx
+	upsert string
+}
+
+var _ fencing.Guard = (*Guard)(nil)
+
+// NewGuard returns a Guard whose table lives in the database of pool (used
+// for Admit and to create the table on first use).
+func NewGuard(pool *pgxpool.Pool, cfg GuardConfig) (*Guard, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: postgres: guard: nil pool", locker.ErrInvalidOption)
+	}
+	if cfg.Schema == "" {
+		cfg.Schema = DefaultSchema
+	}
+	if cfg.Table == "" {
+		cfg.Table = DefaultFenceTable
+	}
+	if err := checkName("schema", cfg.Schema, maxIdentLen); err != nil {
+		return nil, fmt.Errorf("%w: postgres: guard: %w", locker.ErrInvalidOption, err)
+	}
+	if err := checkName("table", cfg.Table, maxIdentLen); err != nil {
+		return nil, fmt.Errorf("%w: postgres: guard: %w", locker.ErrInvalidOption, err)
+	}
+	qs, qt := pgx.Identifier{cfg.Schema}.Sanitize(), pgx.Identifier{cfg.Table}.Sanitize()
+	table := qs + "." + qt
+	return &Guard{
+		pool:   pool,
+		table:  table,
+		schema: cfg.Schema,
+		ddl:    strings.NewReplacer("{{schema}}", qs, "{{table}}", qt).Replace(guardSQL),
+		skip:   cfg.SkipSchemaCreation,
+		once:   newOnceCtx(),
+		upsert: "INSERT INTO " + table + " AS f (resource, token) VALUES ($1, $2) " +
+			"ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE f.token <= EXCLUDED.token",
+	}, nil
+}
+
+// Admit implements fencing.Guard in a statement of its own: it records token
+// as the highest for resource unless a higher one was admitted before.
+func (g *Guard) Admit(ctx context.Context, resource string, token uint64) error {
+	if err := g.prepare(ctx, resource, token); err != nil {
+		return err
+	}
+	tag, err := g.pool.Exec(ctx, g.upsert, resource, int64(token))
+	return g.result(resource, token, tag, err)
+}
+
+// AdmitTx admits token for resource inside tx, the caller's transaction that
+// performs the protected write. If it returns an error the write must not
+// happen (roll tx back). The admission becomes visible to other writers only
+// when tx commits.
+func (g *Guard) AdmitTx(ctx context.Context, tx pgx.Tx, resource string, token uint64) error {
+	if err := g.prepare(ctx, resource, token); err != nil {
+		return err
+	}
+	tag, err := tx.Exec(ctx, g.upsert, resource, int64(token))
+	return g.result(resource, token, tag, err)
+}
+
+func (g *Guard) prepare(ctx context.Context, resource string, token uint64) error {
+	switch {
+	case resource == "" || !utf8.ValidString(resource) || strings.IndexByte(resource, 0) >= 0:
+		return fmt.Errorf("%w: postgres: guard: resource %q must be non-empty UTF-8 without NUL", locker.ErrInvalidKey, resource)
+	case token == 0:
+		// No lock hands out 0: refuse it as the in-memory guard does.
+		return fmt.Errorf("%w: resource %q: token 0", fencing.ErrStaleToken, resource)
+	case token > math.MaxInt64:
+		return fmt.Errorf("%w: resource %q: token %d", ErrTokenRange, resource, token)
+	}
+	if g.skip {
+		return nil
+	}
+	return g.once.do(ctx, func() error {
+		conn, err := g.pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("postgres: guard: %w", err)
+		}
+		defer conn.Release()
+		if err := createObjects(ctx, conn.Conn(), g.schema, g.ddl, g.table); err != nil {
+			return fmt.Errorf("postgres: guard: %w", err)
+		}
+		return nil
+	})
+}
+
+func (g *Guard) result(resource string, token uint64, tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		return fmt.Errorf("postgres: guard: admit %q: %w", resource, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: resource %q: token %d is below the highest admitted", fencing.ErrStaleToken, resource, token)
+	}
+	return nil
+}

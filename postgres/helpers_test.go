@@ -1,0 +1,80 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/postgres"
+)
+
+// ctxT returns a context ending after d or with the test.
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func randomKey(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "/" + hex.EncodeToString(b[:])
+}
+
+// newLocker returns a Locker with a pool of its own over dsn, closed with
+// the test.
+func newLocker(t testing.TB, dsn string, cfg postgres.Config, opts ...locker.Option) locker.Locker {
+	t.Helper()
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.MaxConns = 40
+	l, err := postgres.NewFromConfig(pc, cfg, opts...)
+	if err != nil {
+		t.Fatalf("NewFromConfig: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// newPool returns a pool over dsn, closed with the test.
+func newPool(t testing.TB, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(ctxT(t, 30*time.Second), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// adminConn is a plain connection for inspecting the server.
+func adminConn(t testing.TB, dsn string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(ctxT(t, 30*time.Second), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// holderPID finds the backend that holds a lock acquired WithOwner(label):
+// the lock transaction sets application_name to "locker " + label.
+func holderPID(t testing.TB, admin *pgx.Conn, label string) int32 {
+	t.Helper()
+	var pid int32
+	err := admin.QueryRow(ctxT(t, 10*time.Second),
+		"SELECT pid FROM pg_stat_activity WHERE application_name = $1", "locker "+label).Scan(&pid)
+	if err != nil {
+		t.Fatalf("finding the holder's backend: %v", err)
+	}
+	return pid
+}
