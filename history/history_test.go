@@ -1,0 +1,48 @@
+package history_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/history"
+	"github.com/distlock/locker/memory"
+	"go.uber.org/goleak"
+)
+
+// No goroutine of a run — clients, leases, porcupine's checkers — outlives
+// the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func memoryLockers() history.NewLocker {
+	store := memory.NewStore()
+	return func(context.Context) (locker.Locker, error) { return memory.New(store) }
+}
+
+// The reference backend passes, over several seeds, with pauses making
+// stale writes that the fence refuses.
+func TestMemory_ShortRuns_NoViolations(t *testing.T) {
+	var total history.Counts
+	for _, seed := range []uint64{1, 2, 3} {
+		res := history.Check(t, memoryLockers(), history.Options{Seed: seed, Keys: 3})
+		if res != nil {
+			total.Add(res.Counts)
+		}
+	}
+	t.Logf("memory, 3 runs: %v", total)
+	if total.Acquisitions < 30 || total.Writes < 30 {
+		t.Errorf("runs too thin to prove anything: %v", total)
+	}
+	if total.StaleWritesRefused == 0 {
+		t.Errorf("no pause made a stale write in 3 runs: the pause path is not exercised (%v)", total)
+	}
+}
+
+// Open by URL, as a backend's test would.
+func TestMemory_ByURL(t *testing.T) {
+	newLocker := func(ctx context.Context) (locker.Locker, error) {
+		return locker.Open(ctx, "memory://history-by-url")
+	}
+	history.Check(t, newLocker, history.Options{Clients: 3, Duration: 500 * time.Millisecond})
+}

@@ -1,0 +1,218 @@
+package history
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// state is the fenced mutex of one key, as the model sees it.
+type state struct {
+	holder uint64 // token of the holder; 0 when free
+	// until is when the holder's lease may expire at the earliest: its
+	// Deadline, which the lock service promised. Before it, nobody else
+	// may be granted the lock.
+	until int64
+	last  uint64 // largest token granted so far
+	fence uint64 // largest token the resource has admitted
+	// maybe is the largest token of a write whose admission is unknown: the
+	// guard may have raised its fence to it, now or at any later moment.
+	maybe uint64
+}
+
+// input is what the model needs of an operation: the operation itself, its
+// return (the latest moment it can have taken effect), and whether an
+// acquisition of unknown outcome had been called before it returned.
+//
+// Every operation keeps its real interval, even an ambiguous one whose
+// request may reach the server after its call returned: each ambiguous
+// outcome is modelled by a state that allows its effect at any later
+// moment (a lock that may vanish, a fence that may have risen, a ghost
+// holder), which is what a late effect can do.
+type input struct {
+	op     Op
+	ret    int64
+	ghosts bool
+}
+
+// step is the fenced-mutex model's transition relation: every state the
+// key can be in after op, starting in s. An empty result means op is
+// impossible in s.
+//
+// Lease expiry is nondeterministic — a lock service may free an
+// unrefreshed lock at any moment after the holder's deadline, or keep it —
+// so before each operation the holder may silently disappear, provided the
+// operation returned after the holder's deadline. That makes a paused
+// holder legal (its lock went to someone else) while keeping two holders
+// inside one deadline illegal.
+func step(s state, in input) []state {
+	pre := []state{s}
+	if s.holder != 0 && s.until <= in.ret {
+		pre = append(pre, free(s))
+	}
+	var out []state
+	for _, p := range pre {
+		out = append(out, apply(p, in)...)
+	}
+	return out
+}
+
+// free is s with the lock freed.
+func free(s state) state {
+	s.holder, s.until = 0, 0
+	return s
+}
+
+func apply(s state, in input) []state {
+	op := in.op
+	switch op.Kind {
+	case Acquire, TryAcquire:
+		switch op.Outcome {
+		case OK:
+			// A grant needs a free lock and a token larger than every
+			// token granted before.
+			if s.holder == 0 && op.Token > s.last {
+				s.holder, s.until, s.last = op.Token, int64(op.Deadline), op.Token
+				return []state{s}
+			}
+			return nil
+		case Locked:
+			// Someone holds it: the holder, or an acquisition whose outcome
+			// its client never learned (it may have been granted and held
+			// until its TTL; its token is unknown, so it is not a state).
+			if s.holder != 0 || in.ghosts {
+				return []state{s}
+			}
+			return nil
+		}
+		// Ambiguous: granted or not, the caller has no lease. A grant to
+		// it would only make later operations harder to explain, except
+		// ErrLocked, which the ghosts flag covers.
+		return []state{s}
+	case Refresh:
+		if op.Outcome == OK {
+			if s.holder != op.Token {
+				return nil
+			}
+			s.until = max(s.until, int64(op.Deadline))
+		}
+		// A failed or ambiguous refresh may have extended the lock on the
+		// server; the model's until is only a lower bound anyway.
+		return []state{s}
+	case Release:
+		if op.Outcome == OK {
+			if s.holder != op.Token {
+				return nil
+			}
+			return []state{free(s)}
+		}
+		// Lost or ambiguous: the portable layer cleans up a lost lease by
+		// owner, and an ambiguous release may yet land, so the holder's own
+		// lock may vanish at any moment from now on — never another's.
+		if s.holder == op.Token {
+			s.until = 0
+		}
+		return []state{s}
+	case WriteBegin, WriteEnd:
+		switch op.Outcome {
+		case OK:
+			// Admitted: not lower than anything admitted before, and a
+			// token that was granted.
+			if op.Token >= s.fence && op.Token <= s.last {
+				s.fence = op.Token
+				return []state{s}
+			}
+			return nil
+		case Refused:
+			if op.Token < s.fence || op.Token < s.maybe {
+				return []state{s}
+			}
+			return nil
+		}
+		s.maybe = max(s.maybe, op.Token)
+		return []state{s}
+	}
+	return nil
+}
+
+func describeState(v any) string {
+	s := v.(state)
+	h := "free"
+	if s.holder != 0 {
+		h = fmt.Sprintf("held by %d until %s", s.holder, ms(time.Duration(s.until)))
+	}
+	f := fmt.Sprintf("%s, last %d, fence %d", h, s.last, s.fence)
+	if s.maybe > s.fence {
+		f += fmt.Sprintf(" (maybe %d)", s.maybe)
+	}
+	return f
+}
+
+// model is the porcupine model over one or more keys' histories.
+var model = (&porcupine.NondeterministicModel{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, o := range h {
+			k := o.Input.(input).op.Key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], o)
+		}
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() []any { return []any{state{}} },
+	Step: func(s, in, _ any) []any {
+		next := step(s.(state), in.(input))
+		out := make([]any, len(next))
+		for i, n := range next {
+			out[i] = n
+		}
+		return out
+	},
+	Hash: func(v any) uint64 {
+		s := v.(state)
+		h := s.holder*0x9e3779b97f4a7c15 ^ uint64(s.until)*0xbf58476d1ce4e5b9
+		return h ^ s.last*0x94d049bb133111eb ^ s.fence*0x2545f4914f6cdd1d ^ s.maybe
+	},
+	DescribeOperation: func(in, _ any) string {
+		op := in.(input).op
+		s := fmt.Sprintf("c%d %s", op.Client, op.Kind)
+		if op.Token != 0 {
+			s += fmt.Sprintf(" t%d", op.Token)
+		}
+		return s + " → " + op.Outcome.String()
+	},
+	DescribeState: describeState,
+}).ToModel()
+
+// operations turns a key's recorded operations into porcupine's form.
+func operations(ops []Op) []porcupine.Operation {
+	// The first acquisition of unknown outcome, for the ghosts flag.
+	firstGhost := int64(math.MaxInt64)
+	for _, op := range ops {
+		if (op.Kind == Acquire || op.Kind == TryAcquire) && op.Outcome == Ambiguous {
+			firstGhost = min(firstGhost, int64(op.Call))
+		}
+	}
+	out := make([]porcupine.Operation, 0, len(ops))
+	for _, op := range ops {
+		ret := int64(op.Return)
+		in := input{op: op, ret: ret, ghosts: firstGhost < ret}
+		out = append(out, porcupine.Operation{ClientId: op.Client, Input: in, Call: int64(op.Call), Return: ret})
+	}
+	return out
+}
+
+// checkKey checks one key's history for linearizability.
+func checkKey(ops []Op, timeout time.Duration) porcupine.CheckResult {
+	res, _ := porcupine.CheckOperationsVerbose(model, operations(ops), timeout)
+	return res
+}
