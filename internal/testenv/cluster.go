@@ -222,9 +222,9 @@ func EtcdCluster(t testing.TB) *Cluster {
 	for i := range 3 {
 		initial = append(initial, fmt.Sprintf("e%d=http://etcd%d:2380", i+1, i+1))
 	}
+	token := "locker-" + randomID(4)
 	return newCluster(t, "etcd", 3, true, func(img images, i int, ports []int) spec {
-		sp := etcdSpec(img.etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1))
-		return sp
+		return etcdSpec(img.etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
 	})
 }
 

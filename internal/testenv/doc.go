@@ -13,6 +13,8 @@
 // LOCKER_TEST_ETCD_IMAGE name other images (built from the Dockerfiles in
 // images/ by users who can reach a registry).
 //
+// LOCKER_TESTENV_VERBOSE=1 turns testcontainers' own log back on.
+//
 // # Already-running servers
 //
 // These variables point tests at servers started by someone else (a CI's

@@ -18,6 +18,7 @@ import (
 
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
 )
 
 // Labels put on every container and network testenv makes, so that leftovers
@@ -38,6 +39,11 @@ func init() {
 	// job before any test runs.
 	if session := os.Getenv(watchdogEnv); session != "" {
 		runWatchdog(session)
+	}
+	// testcontainers logs five lines per container to stdout; testenv logs
+	// what matters (start times, addresses) through t.Logf instead.
+	if os.Getenv("LOCKER_TESTENV_VERBOSE") == "" {
+		tclog.SetDefault(tclog.NewNoopLogger())
 	}
 	// The reaper's image cannot be pulled: cleanup is ours.
 	setDefaultEnv("TESTCONTAINERS_RYUK_DISABLED", "true")

@@ -49,7 +49,7 @@ func redisSpec(img images, port int, extra ...string) spec {
 func Etcd(t testing.TB) *Server {
 	t.Helper()
 	return single(t, "etcd", "LOCKER_TEST_ETCD_ENDPOINTS", func(img images, port int) spec {
-		return etcdSpec(img.etcd, nil, port, "e1", "e1=http://127.0.0.1:2380", "http://127.0.0.1:2380")
+		return etcdSpec(img.etcd, nil, port, "e1", "e1=http://127.0.0.1:2380", "http://127.0.0.1:2380", "locker-"+randomID(4))
 	})
 }
 
@@ -58,7 +58,7 @@ func Etcd(t testing.TB) *Server {
 func Etcd34(t testing.TB) *Server {
 	t.Helper()
 	return single(t, "etcd34", "LOCKER_TEST_ETCD34_ENDPOINTS", func(img images, port int) spec {
-		sp := etcdSpec(img.server, []string{"etcd", "--logger", "zap"}, port, "e1", "e1=http://127.0.0.1:2380", "http://127.0.0.1:2380")
+		sp := etcdSpec(img.server, []string{"etcd", "--logger", "zap"}, port, "e1", "e1=http://127.0.0.1:2380", "http://127.0.0.1:2380", "locker-"+randomID(4))
 		sp.kind = "etcd34"
 		return sp
 	})
@@ -66,7 +66,7 @@ func Etcd34(t testing.TB) *Server {
 
 // etcdSpec runs member name of cluster initial; entrypoint nil means the
 // image's own.
-func etcdSpec(image string, entrypoint []string, port int, name, initial, peerURL string) spec {
+func etcdSpec(image string, entrypoint []string, port int, name, initial, peerURL, token string) spec {
 	sp := spec{kind: "etcd", image: image, entrypoint: entrypoint, port: port, probe: etcdHealth}
 	client := "http://127.0.0.1:" + strconv.Itoa(port)
 	sp.cmd = []string{
@@ -78,7 +78,9 @@ func etcdSpec(image string, entrypoint []string, port int, name, initial, peerUR
 		"--listen-peer-urls", "http://0.0.0.0:2380",
 		"--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", initial,
-		"--initial-cluster-token", "locker-" + randomID(4),
+		// The same for every member of one cluster, unique across clusters:
+		// members of different tests' clusters must never merge.
+		"--initial-cluster-token", token,
 		"--log-level", "warn",
 	}
 	return sp
