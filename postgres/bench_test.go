@@ -1,0 +1,274 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/postgres"
+)
+
+// The benchmarks run each workload three ways in the same process against
+// the same server, so that figures compare as ratios:
+//
+//	locker    this package: one pipelined batch to acquire, ROLLBACK to release
+//	raw       the floor by hand with bare pgx: BEGIN; SELECT … FOR UPDATE; COMMIT
+//	raw-rb    the same, ending in ROLLBACK (no WAL flush at the end)
+//	advisory  pg_advisory_lock($1); pg_advisory_unlock($1)
+//
+// and report the round trip (SELECT 1) beside them.
+
+// benchEnv is one database with a lock table, a Locker and a plain pool.
+type benchEnv struct {
+	l    locker.Locker
+	pool *pgxpool.Pool
+}
+
+func newBenchEnv(b *testing.B, conns int32) *benchEnv {
+	b.Helper()
+	dsn := testenv.PostgresDB(b)
+	pc := mustPoolConfig(b, dsn)
+	pc.MaxConns = conns
+	l, err := postgres.NewFromConfig(pc, postgres.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	pc = mustPoolConfig(b, dsn)
+	pc.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return &benchEnv{l: l, pool: pool}
+}
+
+// warm creates the rows of keys (the locker does on first use) and opens n
+// connections of each pool, outside the timer.
+func (e *benchEnv) warm(b *testing.B, keys []string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	for _, k := range keys {
+		lease, err := e.l.Acquire(ctx, k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var leases []locker.Lease
+	var conns []*pgxpool.Conn
+	for i := range n {
+		lease, err := e.l.Acquire(ctx, fmt.Sprintf("warm-%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		leases = append(leases, lease)
+		c, err := e.pool.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for i := range leases {
+		_ = leases[i].Release(ctx)
+		conns[i].Release()
+	}
+}
+
+type lockFunc func(ctx context.Context, key string) (unlock func() error, err error)
+
+func (e *benchEnv) locker() lockFunc {
+	return func(ctx context.Context, key string) (func() error, error) {
+		lease, err := e.l.Acquire(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return lease.Release(ctx) }, nil
+	}
+}
+
+func (e *benchEnv) raw(end string) lockFunc {
+	return func(ctx context.Context, key string) (func() error, error) {
+		c, err := e.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+			c.Release()
+			return nil, err
+		}
+		if _, err := c.Exec(ctx, "SELECT 1 FROM locker_locks WHERE key = $1 FOR UPDATE", []byte(key)); err != nil {
+			c.Release()
+			return nil, err
+		}
+		return func() error {
+			defer c.Release()
+			_, err := c.Exec(ctx, end)
+			return err
+		}, nil
+	}
+}
+
+func (e *benchEnv) advisory() lockFunc {
+	return func(ctx context.Context, key string) (func() error, error) {
+		c, err := e.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", key); err != nil {
+			c.Release()
+			return nil, err
+		}
+		return func() error {
+			defer c.Release()
+			_, err := c.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", key)
+			return err
+		}, nil
+	}
+}
+
+func (e *benchEnv) variants() []struct {
+	name string
+	f    lockFunc
+} {
+	return []struct {
+		name string
+		f    lockFunc
+	}{
+		{"locker", e.locker()},
+		{"raw", e.raw("COMMIT")},
+		{"raw-rb", e.raw("ROLLBACK")},
+		{"advisory", e.advisory()},
+	}
+}
+
+// BenchmarkUncontended: one goroutine acquires and releases one key.
+func BenchmarkUncontended(b *testing.B) {
+	e := newBenchEnv(b, 4)
+	e.warm(b, []string{"k"}, 1)
+	ctx := context.Background()
+	b.Run("select1", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := e.pool.Exec(ctx, "SELECT 1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, v := range e.variants() {
+		b.Run(v.name, func(b *testing.B) {
+			for b.Loop() {
+				unlock, err := v.f(ctx, "k")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := unlock(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkContendedHandoff: 32 goroutines queue for one key. handoff-p50-µs
+// is the median time from a holder starting its release to the next holder
+// returning from its acquire.
+func BenchmarkContendedHandoff(b *testing.B) {
+	const waiters = 32
+	e := newBenchEnv(b, waiters+4)
+	e.warm(b, []string{"hot"}, waiters)
+	ctx := context.Background()
+	for _, v := range e.variants() {
+		b.Run(v.name, func(b *testing.B) {
+			t0 := time.Now()
+			var releasedAt atomic.Int64 // since t0; 0: nobody released yet
+			var mu sync.Mutex
+			var handoffs []time.Duration
+			var remaining atomic.Int64
+			remaining.Store(int64(b.N))
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range waiters {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for remaining.Add(-1) >= 0 {
+						unlock, err := v.f(ctx, "hot")
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if r := releasedAt.Swap(0); r != 0 {
+							d := time.Since(t0) - time.Duration(r)
+							mu.Lock()
+							handoffs = append(handoffs, d)
+							mu.Unlock()
+						}
+						releasedAt.Store(int64(time.Since(t0)))
+						if err := unlock(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			if len(handoffs) > 0 {
+				slices.Sort(handoffs)
+				b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds()), "handoff-p50-µs")
+			}
+		})
+	}
+}
+
+// BenchmarkManyKeys: 64 workers acquire and release random keys out of
+// 1,000.
+func BenchmarkManyKeys(b *testing.B) {
+	const workers, nkeys = 64, 1000
+	e := newBenchEnv(b, workers+8)
+	keys := make([]string, nkeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+	}
+	e.warm(b, keys, workers)
+	ctx := context.Background()
+	for _, v := range e.variants() {
+		b.Run(v.name, func(b *testing.B) {
+			var remaining atomic.Int64
+			remaining.Store(int64(b.N))
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for remaining.Add(-1) >= 0 {
+						unlock, err := v.f(ctx, keys[rand.IntN(nkeys)])
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if err := unlock(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
+

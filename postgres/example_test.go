@@ -1,0 +1,66 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/postgres"
+)
+
+// Open a Locker from a URL: the libpq URL plus table and schema.
+func Example_openFromURL() {
+	ctx := context.Background()
+	l, err := locker.Open(ctx, "postgres://app@localhost:5432/app?table=locks&schema=infra&pool_max_conns=32&ttl=30s")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	err = locker.Do(ctx, l, "nightly-report", func(ctx context.Context, lease locker.Lease) error {
+		fmt.Println("running with token", lease.Token())
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Fence writes with the SQL guard inside the transaction that makes them.
+func ExampleGuard_AdmitTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://app@localhost:5432/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	l, err := postgres.New(pool, postgres.Config{}, locker.WithTTL(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	guard, err := postgres.NewGuard(pool, postgres.GuardConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := l.Acquire(ctx, "invoice/42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Refused with fencing.ErrStaleToken if a newer holder wrote first.
+		if err := guard.AdmitTx(ctx, tx, "invoice/42", lease.Token()); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "UPDATE invoices SET paid = true WHERE id = 42")
+		return err
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
