@@ -271,4 +271,3 @@ func BenchmarkManyKeys(b *testing.B) {
 		})
 	}
 }
-
