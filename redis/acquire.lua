@@ -5,8 +5,9 @@
 -- ARGV[1]  the owner value (owner id, a space, the holder label)
 -- ARGV[2]  the TTL in milliseconds
 --
--- Returns {1, token} when the lock is now held by ARGV[1], or {0, pttl} with
--- the remaining time to live of the holder's lock in milliseconds.
+-- Returns {1, token} when the lock is now held by ARGV[1], or {0, pttl, holder}
+-- with the remaining time to live of the holder's lock in milliseconds and the
+-- holder's owner value (Redlock tells a majority holder from a split by it).
 
 -- TIME before a write is only allowed with effects replication: the default
 -- since Redis 5, and a no-op there; needed on 3.2 and 4.
@@ -20,7 +21,7 @@ if held == ARGV[1] then
   return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
 if held then
-  return {0, redis.call('PTTL', KEYS[1])}
+  return {0, redis.call('PTTL', KEYS[1]), held}
 end
 
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])

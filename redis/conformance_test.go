@@ -20,15 +20,17 @@ type harness struct {
 	ttl     time.Duration
 	prefix  string // fresh per harness: runs never see each other's keys
 	redlock bool
-	dial    func(addr string) goredis.UniversalClient
-	addrs   []string // one deployment (single, Cluster seeds) or the Redlock masters
+	// connect makes fresh clients: one of the deployment at addrs (a server,
+	// Cluster seeds), or one per Redlock master.
+	connect func(addrs []string) []goredis.UniversalClient
+	addrs   []string
 
 	mu      sync.Mutex
 	clients map[locker.Locker][]goredis.UniversalClient
 }
 
-func newHarness(addrs []string, redlock bool, dial func(string) goredis.UniversalClient) *harness {
-	return &harness{ttl: time.Second, prefix: testPrefix(), redlock: redlock, dial: dial, addrs: addrs,
+func newHarness(addrs []string, redlock bool, connect func([]string) []goredis.UniversalClient) *harness {
+	return &harness{ttl: time.Second, prefix: testPrefix(), redlock: redlock, connect: connect, addrs: addrs,
 		clients: map[locker.Locker][]goredis.UniversalClient{}}
 }
 
@@ -38,30 +40,35 @@ func testPrefix() string {
 	return "test:" + hex.EncodeToString(b[:]) + ":"
 }
 
-// dialSingle makes a client of one server that honours contexts.
-func dialSingle(addr string) goredis.UniversalClient {
-	return goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+// connectSingle makes a client of one server that honours contexts.
+func connectSingle(addrs []string) []goredis.UniversalClient {
+	return []goredis.UniversalClient{goredis.NewClient(&goredis.Options{Addr: addrs[0], ContextTimeoutEnabled: true})}
 }
 
-// dialMaster makes a client of one Redlock master: no retries, which the
+// connectCluster makes a Cluster client from seed addresses.
+func connectCluster(addrs []string) []goredis.UniversalClient {
+	return []goredis.UniversalClient{goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})}
+}
+
+// connectMasters makes a client per Redlock master: no retries, which the
 // quorum replaces.
-func dialMaster(addr string) goredis.UniversalClient {
-	return goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+func connectMasters(addrs []string) []goredis.UniversalClient {
+	cs := make([]goredis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		cs[i] = goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1})
+	}
+	return cs
 }
 
 func (h *harness) newLocker(addrs []string, opts ...locker.Option) (locker.Locker, []goredis.UniversalClient, error) {
 	cfg := redis.Config{Prefix: h.prefix, CloseClients: true}
+	cs := h.connect(addrs)
 	if h.redlock {
-		cs := make([]goredis.UniversalClient, len(addrs))
-		for i, a := range addrs {
-			cs[i] = h.dial(a)
-		}
 		l, err := redis.NewRedlockWith(cs, cfg, opts...)
 		return l, cs, err
 	}
-	c := h.dial(addrs[0])
-	l, err := redis.NewWith(c, cfg, opts...)
-	return l, []goredis.UniversalClient{c}, err
+	l, err := redis.NewWith(cs[0], cfg, opts...)
+	return l, cs, err
 }
 
 func (h *harness) NewLocker(_ context.Context, _ *testing.T, opts ...locker.Option) (locker.Locker, error) {
@@ -103,17 +110,15 @@ func (h *harness) NewUnreachableLocker(_ context.Context, t *testing.T) (locker.
 
 func TestConformance_Single(t *testing.T) {
 	srv := testenv.Redis(t)
-	conformance.Run(t, newHarness([]string{srv.Addr()}, false, dialSingle))
+	conformance.Run(t, newHarness([]string{srv.Addr()}, false, connectSingle))
 }
 
 func TestConformance_Cluster(t *testing.T) {
 	c := testenv.RedisCluster(t)
-	conformance.Run(t, newHarness(c.Addrs(), false, func(string) goredis.UniversalClient {
-		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
-	}))
+	conformance.Run(t, newHarness(c.Addrs(), false, connectCluster))
 }
 
 func TestConformance_Redlock(t *testing.T) {
 	c := testenv.RedisMasters(t, 5)
-	conformance.Run(t, newHarness(c.Addrs(), true, dialMaster))
+	conformance.Run(t, newHarness(c.Addrs(), true, connectMasters))
 }

@@ -40,6 +40,7 @@ type redlock struct {
 	base
 	nodes       []goredis.UniversalClient
 	subs        []*subscriber
+	gates       gates
 	quorum      int
 	nodeTimeout time.Duration // 0: derived from each lease's TTL
 	closeClient bool
@@ -93,10 +94,10 @@ func (r *redlock) onAll(ctx context.Context, timeout time.Duration, fn func(ctx 
 
 // nodeResult is one master's answer to acquire.lua.
 type nodeResult struct {
-	ok   bool
-	n    int64 // the node's token when ok, the holder's PTTL (ms) otherwise
-	err  error
-	held bool // after the fence round: this node's fence holds the token
+	ok     bool
+	n      int64 // the node's token when ok, the holder's PTTL (ms) otherwise
+	err    error
+	holder string // the holder's owner value, when not ok
 }
 
 // round is one Redlock acquisition round. It returns the lock; or, when other
@@ -108,14 +109,15 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driv
 	res := make([]nodeResult, len(r.nodes))
 	start := time.Now() // before the first request: validity counts from here
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
-		ok, x, err := pair(acquireScript.Run(ctx, c, []string{n.lock, n.fence}, val, ttlMillis(req.TTL)).Result())
-		res[i] = nodeResult{ok: ok, n: x, err: err}
+		v, err := acquireScript.Run(ctx, c, []string{n.lock, n.fence}, val, ttlMillis(req.TTL)).Result()
+		ok, x, err := pair(v, err)
+		res[i] = nodeResult{ok: ok, n: x, err: err, holder: holderOf(v)}
 	})
 
 	var granted, failed int
 	var token int64
-	var pttls []time.Duration
 	var errs []error
+	held := map[string][]time.Duration{} // other owners' remaining TTLs, per owner
 	for i, x := range res {
 		switch {
 		case x.err != nil:
@@ -125,7 +127,7 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driv
 			granted++
 			token = max(token, x.n)
 		default:
-			pttls = append(pttls, time.Duration(x.n)*time.Millisecond)
+			held[x.holder] = append(held[x.holder], time.Duration(x.n)*time.Millisecond)
 		}
 	}
 
@@ -148,24 +150,23 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driv
 
 	// Failed: undo on every master, the ones that did not answer included
 	// (their grant may just have been slow), before anyone waits or returns.
-	r.releaseAll(context.WithoutCancel(ctx), n, val, owner, timeout)
+	// The undo wakes nobody: waiters wait on a majority holder, not on the
+	// scattered grants of a failed round.
+	r.releaseAll(context.WithoutCancel(ctx), n, val, "", timeout)
 
 	if failed > len(r.nodes)-r.quorum {
 		return nil, 0, fmt.Errorf("redlock: %d of %d masters failed, quorum %d: %w", failed, len(r.nodes), r.quorum, errors.Join(errs...))
 	}
-	// How long until a quorum of masters is free of other owners' locks,
-	// assuming the failed ones will answer.
-	slices.Sort(pttls)
-	wait := time.Duration(0)
-	if need := r.quorum - (len(r.nodes) - len(pttls)); need > 0 {
-		wait = pttls[need-1]
+	// Another owner may hold the lock if its grants, with the masters that
+	// did not answer, make a majority: wait until its grants expire (or for
+	// its release). Otherwise the round was a split between contenders, and
+	// only jitter separates their next rounds.
+	for _, pttls := range held {
+		if len(pttls)+failed >= r.quorum {
+			return nil, slices.Max(pttls), nil
+		}
 	}
-	if len(pttls) == 0 {
-		// A split with no other holder in sight (our own grants were too
-		// few, say): only jitter separates the contenders' next rounds.
-		return nil, -1, nil
-	}
-	return nil, wait, nil
+	return nil, -1, nil
 }
 
 // raiseFences sets the fence of every granting master that is below token,
@@ -192,13 +193,17 @@ func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, va
 }
 
 // releaseAll runs release.lua on every master and returns how many released
-// the lock and how many failed.
+// the lock and how many failed. It wakes waiters with owner's release message
+// unless owner is "".
 func (r *redlock) releaseAll(ctx context.Context, n names, val, owner string, timeout time.Duration) (released, failed int, err error) {
 	var mu sync.Mutex
 	var errs []error
-	msg := wakeMessage(n.tag, owner)
+	ch, msg := "", ""
+	if owner != "" {
+		ch, msg = r.channel, wakeMessage(n.tag, owner)
+	}
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
-		x, e := releaseScript.Run(ctx, c, []string{n.lock}, val, r.channel, msg).Int64()
+		x, e := releaseScript.Run(ctx, c, []string{n.lock}, val, ch, msg).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -212,10 +217,12 @@ func (r *redlock) releaseAll(ctx context.Context, n names, val, owner string, ti
 	return released, failed, errors.Join(errs...)
 }
 
-// jitter spreads the rounds of contenders that split the masters between
-// them, so that one of them wins the next round.
-func (r *redlock) jitter(ttl time.Duration) time.Duration {
-	return rand.N(r.timeout(ttl) + time.Millisecond)
+// jitter is a random pause of up to span << n (never more than half the
+// TTL): the range doubles with each failure in a row, so that the more
+// contenders split the masters, the wider they spread, until one round runs
+// alone and wins.
+func jitter(span time.Duration, n int, ttl time.Duration) time.Duration {
+	return rand.N(min(span<<min(n, 6), ttl/2) + time.Millisecond)
 }
 
 func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
@@ -226,9 +233,22 @@ func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 	return l, err
 }
 
+// failedRounds is how many rounds in a row may fail for want of answering
+// masters before Acquire gives up with the error: a burst of load can make a
+// majority miss the per-node timeout once, while a majority that is down
+// stays down, and the caller should hear of it in well under its deadline.
+const failedRounds = 3
+
 func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
 	n := r.names(req.Key)
-	l, _, err := r.round(ctx, req, n)
+	// One acquisition per key at a time in this Locker: its goroutines would
+	// only split the masters between themselves.
+	release, err := r.gates.enter(ctx, n.tag)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	l, _, err := r.retryRound(ctx, req, n)
 	if l != nil || err != nil {
 		return l, err
 	}
@@ -241,16 +261,22 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 			timer.Stop()
 		}
 	}()
+	splits := 0
 	for {
-		l, wait, err := r.round(ctx, req, n)
+		start := time.Now()
+		l, wait, err := r.retryRound(ctx, req, n)
 		if l != nil || err != nil {
 			return l, err
 		}
 		var d time.Duration
 		if wait < 0 {
-			d = r.jitter(req.TTL)
+			// Spread over a few round durations: enough for one contender's
+			// round to finish before the next one's starts.
+			d = jitter(2*time.Since(start), splits, req.TTL)
+			splits++
 		} else {
-			d = fallbackWait(wait, req.TTL) + r.jitter(req.TTL)
+			d = fallbackWait(wait, req.TTL)
+			splits = 0
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)
@@ -259,17 +285,27 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 		}
 		select {
 		case <-w.wake:
-			if wait < 0 {
-				// A wake-up for a split round says nothing new; keep the jitter.
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-			}
 		case <-timer.C:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+	}
+}
+
+// retryRound runs rounds until one does not fail for want of masters, at
+// most failedRounds of them, separated by jitter.
+func (r *redlock) retryRound(ctx context.Context, req *driver.Request, n names) (driver.Lock, time.Duration, error) {
+	for i := 1; ; i++ {
+		l, wait, err := r.round(ctx, req, n)
+		if err == nil || i == failedRounds || ctx.Err() != nil {
+			return l, wait, err
+		}
+		t := time.NewTimer(jitter(r.timeout(req.TTL), i-1, req.TTL))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, 0, err
 		}
 	}
 }
@@ -364,4 +400,44 @@ func (l *rlock) Release(ctx context.Context) error {
 		return fmt.Errorf("redlock: released on %d of %d masters, %d failed: %w", released, len(l.r.nodes), failed, err)
 	}
 	return locker.ErrLeaseLost
+}
+
+// gates lets one goroutine per key at a time into Acquire.
+type gates struct {
+	mu sync.Mutex
+	m  map[string]*gate
+}
+
+type gate struct {
+	ch   chan struct{} // holds a value while a goroutine is inside
+	refs int           // goroutines inside or waiting; the gate goes at 0
+}
+
+// enter waits for key's gate, or for ctx to end, and returns its release.
+func (g *gates) enter(ctx context.Context, key string) (func(), error) {
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = map[string]*gate{}
+	}
+	gt := g.m[key]
+	if gt == nil {
+		gt = &gate{ch: make(chan struct{}, 1)}
+		g.m[key] = gt
+	}
+	gt.refs++
+	g.mu.Unlock()
+	leave := func() {
+		g.mu.Lock()
+		if gt.refs--; gt.refs == 0 {
+			delete(g.m, key)
+		}
+		g.mu.Unlock()
+	}
+	select {
+	case gt.ch <- struct{}{}:
+		return func() { <-gt.ch; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }

@@ -45,13 +45,13 @@ func roundTTL(ttl time.Duration) (time.Duration, error) {
 	return r, nil
 }
 
-// pair reads a script's {flag, number} reply.
+// pair reads a script's {flag, number[, …]} reply.
 func pair(v any, err error) (ok bool, n int64, _ error) {
 	if err != nil {
 		return false, 0, err
 	}
 	a, isSlice := v.([]any)
-	if !isSlice || len(a) != 2 {
+	if !isSlice || len(a) < 2 {
 		return false, 0, fmt.Errorf("redis: unexpected script reply %v", v)
 	}
 	flag, ok1 := a[0].(int64)
@@ -71,4 +71,14 @@ func pair(v any, err error) (ok bool, n int64, _ error) {
 		return false, 0, fmt.Errorf("redis: unexpected script reply %v", v)
 	}
 	return flag == 1, n, nil
+}
+
+// holderOf reads the holder's owner value from acquire.lua's {0, pttl,
+// holder} reply ("" if absent).
+func holderOf(v any) string {
+	if a, ok := v.([]any); ok && len(a) >= 3 {
+		s, _ := a[2].(string)
+		return s
+	}
+	return ""
 }
