@@ -3,7 +3,10 @@ package testenv_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +20,16 @@ import (
 	"github.com/distlock/locker/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// The smoke tests wait on Docker and on servers starting, hardly on the
+	// CPU: unless -parallel was given, run them all at once rather than
+	// GOMAXPROCS at a time.
+	if f := flag.Lookup("test.parallel"); f != nil && f.Value.String() == strconv.Itoa(runtime.GOMAXPROCS(0)) {
+		flag.Set("test.parallel", "10")
+	}
+	testenv.Main(m)
+}
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -56,6 +68,7 @@ func eventually(t *testing.T, d time.Duration, f func() error) {
 }
 
 func TestRedis_PauseKillRestart(t *testing.T) {
+	t.Parallel() // the only test of this package using the shared Redis
 	s := testenv.Redis(t)
 	c := redisClient(t, s.Addr())
 	if err := c.Set(ctxT(t, 5*time.Second), "k", "v", 0).Err(); err != nil {
@@ -93,7 +106,8 @@ func isTimeout(err error) bool {
 }
 
 func TestProxy_BlackholeResetLatencyHeal(t *testing.T) {
-	s := testenv.Redis(t)
+	t.Parallel()
+	s := testenv.RedisMasters(t, 1).Nodes[0]
 	p := s.Proxy(t)
 	c := redisClient(t, p.Addr())
 	if err := ping(t, c, 2*time.Second); err != nil {
@@ -190,6 +204,7 @@ func etcdPut(c *clientv3.Client, d time.Duration, k string) error {
 }
 
 func TestEtcd(t *testing.T) {
+	t.Parallel()
 	for _, v := range []struct {
 		name  string
 		start func(testing.TB) *testenv.Server
@@ -279,6 +294,7 @@ func zkCreateGet(c *zk.Conn, path string) error {
 }
 
 func TestZooKeeper(t *testing.T) {
+	t.Parallel()
 	s := testenv.ZooKeeper(t)
 	if err := zkCreateGet(zkConnect(t, s.Addr()), fmt.Sprintf("/smoke%d", time.Now().UnixNano())); err != nil {
 		t.Fatal(err)
@@ -310,6 +326,7 @@ func TestZooKeeperEnsemble(t *testing.T) {
 }
 
 func TestPostgres(t *testing.T) {
+	t.Parallel()
 	s := testenv.Postgres(t)
 	query := func(dsn string, d time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
