@@ -1,0 +1,46 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker/fencing"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/redis"
+)
+
+func TestGuard_AdmitsInTokenOrder_RefusesStale(t *testing.T) {
+	g := redis.NewGuard(direct(t, testenv.Redis(t).Addr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res := "guard/" + testPrefix() + "{odd} \x00 key"
+
+	if err := g.Admit(ctx, res, 0); !errors.Is(err, fencing.ErrStaleToken) {
+		t.Fatalf("Admit(0) = %v, want ErrStaleToken", err)
+	}
+	for _, tok := range []uint64{5, 5, 9, 1 << 60, math.MaxUint64} {
+		if err := g.Set(ctx, res, tok, "v"); err != nil {
+			t.Fatalf("Set(%d) = %v, want admitted", tok, err)
+		}
+	}
+	// MaxUint64-1 differs from MaxUint64 only past a double's precision.
+	for _, tok := range []uint64{1, 9, 1 << 60, math.MaxUint64 - 1} {
+		if err := g.Admit(ctx, res, tok); !errors.Is(err, fencing.ErrStaleToken) {
+			t.Fatalf("Admit(%d) after MaxUint64 = %v, want ErrStaleToken", tok, err)
+		}
+	}
+	if err := g.Set(ctx, res, 7, "stale"); !errors.Is(err, fencing.ErrStaleToken) {
+		t.Fatalf("stale Set = %v, want ErrStaleToken", err)
+	}
+	v, highest, found, err := g.Get(ctx, res)
+	if err != nil || !found || v != "v" || highest != math.MaxUint64 {
+		t.Fatalf("Get = %q, %d, %v, %v; want \"v\", MaxUint64, true, nil", v, highest, found, err)
+	}
+	// Another resource is independent.
+	if err := g.Admit(ctx, res+"/other", 1); err != nil {
+		t.Fatalf("Admit on another resource = %v", err)
+	}
+}
