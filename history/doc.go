@@ -16,7 +16,7 @@
 //
 // Every operation is recorded with its call and return on the monotonic
 // clock. An operation whose outcome the client cannot know — a timeout,
-// ErrUnavailable, any unexpected error — is marked Ambiguous and never
+// ErrUnavailable, any unexpected error — is marked [Ambiguous] and never
 // guessed: the checks allow it to have taken effect or not, and at any
 // later moment.
 //
@@ -51,7 +51,7 @@
 // Lease expiry is a nondeterministic step: before any operation the holder
 // may vanish, provided the operation returned after the holder's Deadline —
 // the moment until which the lock service promised the lock (Start + TTL −
-// drift margin, see locker.Lease). So a paused holder is legal (its lock went
+// drift margin, see [locker.Lease]). So a paused holder is legal (its lock went
 // to someone else after its deadline), while a second holder inside the
 // first one's deadline, a token that does not grow, a release of someone
 // else's lock, or a stale write admitted, are not. A check that runs out of
@@ -73,6 +73,21 @@
 //   - lost updates (CheckLostUpdate): the final counter equals the number of
 //     acknowledged updates;
 //   - liveness (CheckLiveness): every key was acquirable after the run.
+//
+// The deadline rule is the strongest promise of the contract (package
+// driver: a lock is valid on the server until at least Lock.Start + TTL).
+// A fault the backend does not claim to survive — a Redis failover that
+// loses the lock, a server clock jump — breaks it and is reported; that is
+// how a soak tells what lies within each backend's stated guarantee.
+//
+// # Faults and soaks
+//
+// A Nemesis plugs into a run (Options.Nemesis): it breaks the service on
+// its own schedule while the clients run, records each fault's window
+// (drawn in the visualisation), and heals everything before the liveness
+// check. Counts add up over runs (Counts.Add), which is what a soak prints
+// per backend and fault mix: histories, operations, acquisitions, stale
+// writes refused, violations, unknown checks.
 //
 // A failing result keeps the smallest failing history found (printed by
 // Check) and can write porcupine's HTML visualisation, with pauses and

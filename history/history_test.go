@@ -46,3 +46,24 @@ func TestMemory_ByURL(t *testing.T) {
 	}
 	history.Check(t, newLocker, history.Options{Clients: 3, Duration: 500 * time.Millisecond})
 }
+
+// Under a nemesis that loses requests and replies, the outcomes the
+// clients cannot know are recorded as ambiguous and not guessed: a sound
+// service still passes, and every key is acquirable once it heals.
+func TestToy_ReplyLossNemesis_AmbiguousButNoViolations(t *testing.T) {
+	s := newToy(sound)
+	opts := history.Options{Seed: 11, Nemesis: replyLoss{s: s, ttl: history.DefaultTTL}}
+	res := history.Check(t, s.newLocker, opts)
+	if res == nil {
+		return
+	}
+	faults := 0
+	for _, w := range res.Windows {
+		if w.Client < 0 {
+			faults++
+		}
+	}
+	if faults == 0 || res.Counts.Ambiguous == 0 {
+		t.Errorf("the nemesis made %d faults and %d ambiguous operations; want some of each", faults, res.Counts.Ambiguous)
+	}
+}

@@ -2,7 +2,6 @@ package history
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -193,19 +192,23 @@ var model = (&porcupine.NondeterministicModel{
 	DescribeState: describeState,
 }).ToModel()
 
-// operations turns a key's recorded operations into porcupine's form.
+// operations turns recorded operations into porcupine's form.
 func operations(ops []Op) []porcupine.Operation {
-	// The first acquisition of unknown outcome, for the ghosts flag.
-	firstGhost := int64(math.MaxInt64)
+	// The first acquisition of unknown outcome on each key, for the ghosts
+	// flag.
+	firstGhost := map[string]int64{}
 	for _, op := range ops {
 		if (op.Kind == Acquire || op.Kind == TryAcquire) && op.Outcome == Ambiguous {
-			firstGhost = min(firstGhost, int64(op.Call))
+			if g, ok := firstGhost[op.Key]; !ok || int64(op.Call) < g {
+				firstGhost[op.Key] = int64(op.Call)
+			}
 		}
 	}
 	out := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
 		ret := int64(op.Return)
-		in := input{op: op, ret: ret, ghosts: firstGhost < ret}
+		g, ok := firstGhost[op.Key]
+		in := input{op: op, ret: ret, ghosts: ok && g < ret}
 		out = append(out, porcupine.Operation{ClientId: op.Client, Input: in, Call: int64(op.Call), Return: ret})
 	}
 	return out

@@ -26,6 +26,7 @@ var kindNames = [...]string{
 	Release: "release", WriteBegin: "write-begin", WriteEnd: "write-end",
 }
 
+// String returns the kind's name, as printed in histories.
 func (k Kind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
 		return kindNames[k]
@@ -50,6 +51,7 @@ var outcomeNames = [...]string{
 	OK: "ok", Locked: "locked", Lost: "lost", Refused: "refused", Ambiguous: "ambiguous",
 }
 
+// String returns the outcome's name, as printed in histories.
 func (o Outcome) String() string {
 	if o > 0 && int(o) < len(outcomeNames) {
 		return outcomeNames[o]
@@ -83,6 +85,8 @@ type Op struct {
 	Err string
 }
 
+// String formats op on one line: its interval, client, kind, key, outcome,
+// and what it carried.
 func (op Op) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%9s..%-9s c%-2d %-11s %-12q %s", ms(op.Call), ms(op.Return), op.Client, op.Kind, op.Key, op.Outcome)

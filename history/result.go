@@ -48,6 +48,8 @@ type Violation struct {
 	Ops []Op
 }
 
+// String formats the violation with its failing history, one operation a
+// line.
 func (v Violation) String() string {
 	s := fmt.Sprintf("%s violated on key %q: %s", v.Check, v.Key, v.Detail)
 	if len(v.Ops) > 0 {
@@ -82,6 +84,7 @@ func (c *Counts) Add(c2 Counts) {
 	c.Unknown += c2.Unknown
 }
 
+// String formats the figures on one line.
 func (c Counts) String() string {
 	return fmt.Sprintf("%d histories, %d operations, %d acquisitions, %d writes, %d stale writes refused, %d ambiguous, %d violations, %d unknown checks",
 		c.Histories, c.Operations, c.Acquisitions, c.Writes, c.StaleWritesRefused, c.Ambiguous, c.Violations, c.Unknown)

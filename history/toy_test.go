@@ -2,18 +2,26 @@ package history_test
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/driver"
+	"github.com/distlock/locker/history"
 )
 
 // toy is a small lock service for the checker's own tests: correct by
 // default, with one switch per flaw the checker must catch. It waits by
 // polling, which is fine for a test double and wrong for a real backend.
 type toy struct {
-	flaw  flaw
+	flaw flaw
+	// lossy, while set, makes every request fail: half of them before the
+	// service applies them, half after (the reply is lost). The nemesis of
+	// the tests sets it.
+	lossy atomic.Bool
 	mu    sync.Mutex
 	locks map[string]*toyHold
 	fence map[string]uint64
@@ -35,6 +43,21 @@ const (
 	// Acquisition takes the key even when another owner holds it.
 	flawIgnoreHeld flaw = "acquire-ignores-held-lock"
 )
+
+var errOutage = errors.New("toy: connection reset")
+
+// outage runs apply, or not, as a lossy network would; the caller returns
+// the error when it is not nil.
+func (s *toy) outage(apply func()) error {
+	if !s.lossy.Load() {
+		apply()
+		return nil
+	}
+	if rand.IntN(2) == 0 {
+		apply()
+	}
+	return errOutage
+}
 
 type toyHold struct {
 	owner   driver.OwnerID
@@ -63,6 +86,16 @@ func (c *toyClient) TryAcquire(ctx context.Context, req *driver.Request) (driver
 		return nil, err
 	}
 	start := time.Now()
+	s := c.s
+	var l driver.Lock
+	var err error
+	if lerr := s.outage(func() { l, err = c.grant(req, start) }); lerr != nil {
+		return nil, lerr
+	}
+	return l, err
+}
+
+func (c *toyClient) grant(req *driver.Request, start time.Time) (driver.Lock, error) {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,24 +149,66 @@ func (l *toyLock) Start() time.Time { return l.start }
 func (l *toyLock) Refresh(_ context.Context, ttl time.Duration) error {
 	now := time.Now()
 	s := l.c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.locks[l.key]
-	if !live(h) || h.owner != l.owner {
-		return locker.ErrLeaseLost
+	var err error
+	if lerr := s.outage(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		h := s.locks[l.key]
+		if !live(h) || h.owner != l.owner {
+			err = locker.ErrLeaseLost
+			return
+		}
+		h.expires = now.Add(ttl)
+	}); lerr != nil {
+		return lerr
 	}
-	h.expires = now.Add(ttl)
-	return nil
+	return err
 }
 
 func (l *toyLock) Release(context.Context) error {
 	s := l.c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.locks[l.key]
-	if s.flaw != flawUnconditionalRelease && (!live(h) || h.owner != l.owner) {
-		return locker.ErrLeaseLost
+	var err error
+	if lerr := s.outage(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		h := s.locks[l.key]
+		if s.flaw != flawUnconditionalRelease && (!live(h) || h.owner != l.owner) {
+			err = locker.ErrLeaseLost
+			return
+		}
+		delete(s.locks, l.key)
+	}); lerr != nil {
+		return lerr
 	}
-	delete(s.locks, l.key)
-	return nil
+	return err
+}
+
+// replyLoss is a nemesis over the toy: every other TTL, for half a TTL,
+// requests fail, half of them after taking effect.
+type replyLoss struct {
+	s   *toy
+	ttl time.Duration
+}
+
+func (n replyLoss) Run(ctx context.Context, faults *history.Faults) error {
+	defer n.s.lossy.Store(false)
+	for {
+		t := time.NewTimer(n.ttl)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		end := faults.Begin("reply loss")
+		n.s.lossy.Store(true)
+		t.Reset(n.ttl / 2)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		n.s.lossy.Store(false)
+		end()
+		t.Stop()
+	}
 }
