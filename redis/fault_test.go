@@ -185,8 +185,13 @@ func TestRedis_PartitionedHolder_DoneFires_StaleWriteRefused(t *testing.T) {
 // newSingle returns a Locker over a fresh client of addr, closed with t.
 func newSingle(t testing.TB, addr string, opts ...locker.Option) locker.Locker {
 	t.Helper()
-	l, err := redis.NewWith(goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true}),
-		redis.Config{CloseClients: true}, opts...)
+	return newSingleClient(t, goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true}), opts...)
+}
+
+// newSingleClient returns a Locker over c, closed (with c) with t.
+func newSingleClient(t testing.TB, c goredis.UniversalClient, opts ...locker.Option) locker.Locker {
+	t.Helper()
+	l, err := redis.NewWith(c, redis.Config{CloseClients: true}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,184 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/testenv"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Each benchmark runs the raw floor in the same run, beside the lock: two
+// PING round trips per acquire+release on the same kind of connection. Ratios
+// to the floor are what to compare across machines.
+
+// BenchmarkUncontended: one client acquires and releases one key.
+func BenchmarkUncontended(b *testing.B) {
+	addr := testenv.Redis(b).Addr()
+	ctx := context.Background()
+	b.Run("floor=2xPING", func(b *testing.B) {
+		c := direct(b, addr)
+		lat := make([]time.Duration, 0, b.N)
+		b.ReportAllocs()
+		for b.Loop() {
+			t := time.Now()
+			c.Ping(ctx)
+			c.Ping(ctx)
+			lat = append(lat, time.Since(t))
+		}
+		reportP50(b, lat, "p50-µs")
+	})
+	b.Run("locker", func(b *testing.B) {
+		l := newSingle(b, addr)
+		key := "bench/" + testPrefix()
+		lat := make([]time.Duration, 0, b.N)
+		b.ReportAllocs()
+		for b.Loop() {
+			t := time.Now()
+			lease, err := l.TryAcquire(ctx, key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t))
+		}
+		reportP50(b, lat, "p50-µs")
+	})
+}
+
+// BenchmarkContendedHandoff: 32 waiters on one key, spread over 1 or 32
+// Lockers (clients); each takes the key, releases it at once, and waits
+// again. handoff-p50-µs is from the start of a release to the moment the
+// next holder has the lock.
+func BenchmarkContendedHandoff(b *testing.B) {
+	const waiters = 32
+	addr := testenv.Redis(b).Addr()
+	ctx := context.Background()
+	b.Run("floor=PING", func(b *testing.B) {
+		c := direct(b, addr)
+		lat := make([]time.Duration, 0, b.N)
+		for b.Loop() {
+			t := time.Now()
+			c.Ping(ctx)
+			lat = append(lat, time.Since(t))
+		}
+		reportP50(b, lat, "rtt-p50-µs")
+	})
+	for _, nl := range []int{1, waiters} {
+		b.Run(fmt.Sprintf("locker/lockers=%d", nl), func(b *testing.B) { handoff(b, addr, nl, waiters) })
+	}
+}
+
+func handoff(b *testing.B, addr string, nLockers, waiters int) {
+	ctx := context.Background()
+	{
+		lockers := make([]locker.Locker, nLockers)
+		for i := range lockers {
+			lockers[i] = newSingle(b, addr)
+		}
+		key := "bench/" + testPrefix()
+		var (
+			released atomic.Int64 // UnixNano when the last release started; 0 for none
+			left     atomic.Int64
+			mu       sync.Mutex
+			lat      []time.Duration
+			wg       sync.WaitGroup
+		)
+		left.Store(int64(b.N))
+		b.ReportAllocs()
+		b.ResetTimer()
+		start := time.Now()
+		for i := range waiters {
+			l := lockers[i%nLockers]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for left.Add(-1) >= 0 {
+					lease, err := l.Acquire(ctx, key)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if r := released.Swap(0); r != 0 {
+						mu.Lock()
+						lat = append(lat, time.Since(time.Unix(0, r)))
+						mu.Unlock()
+					}
+					released.Store(time.Now().UnixNano())
+					if err := lease.Release(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "handoffs/s")
+		reportP50(b, lat, "handoff-p50-µs")
+	}
+}
+
+// BenchmarkManyKeys: 64 workers acquire and release random keys among 1,000.
+func BenchmarkManyKeys(b *testing.B) {
+	const workers, keys = 64, 1000
+	addr := testenv.Redis(b).Addr()
+	ctx := context.Background()
+	run := func(b *testing.B, op func(k int) error) {
+		var left atomic.Int64
+		left.Store(int64(b.N))
+		var wg sync.WaitGroup
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for left.Add(-1) >= 0 {
+					if err := op(rand.IntN(keys)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	b.Run("floor=2xPING", func(b *testing.B) {
+		c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: workers})
+		defer c.Close()
+		run(b, func(int) error {
+			if err := c.Ping(ctx).Err(); err != nil {
+				return err
+			}
+			return c.Ping(ctx).Err()
+		})
+	})
+	b.Run("locker", func(b *testing.B) {
+		l := newSingleClient(b, goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: workers, ContextTimeoutEnabled: true}))
+		prefix := "bench/" + testPrefix()
+		run(b, func(k int) error {
+			lease, err := l.Acquire(ctx, fmt.Sprintf("%s%d", prefix, k))
+			if err != nil {
+				return err
+			}
+			return lease.Release(ctx)
+		})
+	})
+}
+
+func reportP50(b *testing.B, lat []time.Duration, unit string) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, unit)
+}
