@@ -35,6 +35,21 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (driver.Lock, error) {
 	dir := b.dir(req.Key)
 	prefix := ownerPrefix(req.Owner)
+	if !wait {
+		// A queue that is not empty has a holder: say so without the two
+		// writes (create, delete) that queueing would cost.
+		var kids []string
+		err := b.do(ctx, func() (err error) {
+			kids, _, err = b.conn.Children(dir)
+			return ignoreNoNode(err)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(parseChildren(kids)) > 0 {
+			return nil, locker.ErrLocked
+		}
+	}
 	start := time.Now()
 	name, pending, err := b.create(ctx, dir, prefix, []byte(req.Label))
 	if err != nil {
@@ -137,10 +152,15 @@ func (b *backend) findOwn(ctx context.Context, dir, prefix string) (string, erro
 	return "", nil
 }
 
-// ensureDir creates the root's missing nodes (persistent) and the lock
-// directory (a container, or persistent where the server knows no containers).
+// ensureDir creates the lock directory: a container, or a persistent node
+// where the server knows no containers. Only when the root is missing too
+// are its nodes created (persistent), so the common case is one request.
 func (b *backend) ensureDir(ctx context.Context, dir string) error {
 	return b.do(ctx, func() error {
+		err := b.createDir(dir)
+		if !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
 		segs := strings.Split(b.root[1:], "/")
 		for i := range segs {
 			p := "/" + strings.Join(segs[:i+1], "/")
@@ -148,18 +168,22 @@ func (b *backend) ensureDir(ctx context.Context, dir string) error {
 				return fmt.Errorf("create root node %s: %w", p, err)
 			}
 		}
-		_, err := b.conn.CreateContainer(dir, nil, zk.FlagContainer, b.acl)
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) && !retryable(err) {
-			// Servers before 3.5.1 answer an unknown opcode ("unimplemented",
-			// which go-zookeeper does not name): fall back to a persistent
-			// directory, left behind when idle.
-			_, err = b.conn.Create(dir, nil, zk.FlagPersistent, b.acl)
-		}
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create lock directory: %w", err)
-		}
-		return nil
+		return b.createDir(dir)
 	})
+}
+
+func (b *backend) createDir(dir string) error {
+	_, err := b.conn.CreateContainer(dir, nil, zk.FlagContainer, b.acl)
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) && !errors.Is(err, zk.ErrNoNode) && !retryable(err) {
+		// Servers before 3.5.1 answer an unknown opcode ("unimplemented",
+		// which go-zookeeper does not name): fall back to a persistent
+		// directory, left behind when idle.
+		_, err = b.conn.Create(dir, nil, zk.FlagPersistent, b.acl)
+	}
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("create lock directory: %w", err)
+	}
+	return nil
 }
 
 // contend waits, if wait is set, until the own node name is the first of

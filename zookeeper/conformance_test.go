@@ -17,20 +17,21 @@ import (
 type harness struct {
 	servers []string
 	root    string
+	ttl     time.Duration
 
 	mu      sync.Mutex
 	dialers map[locker.Locker]*killDialer
 }
 
-func newHarness(t *testing.T, servers []string) *harness {
-	return &harness{servers: servers, root: freshRoot(t), dialers: map[locker.Locker]*killDialer{}}
+func newHarness(t *testing.T, ttl time.Duration, servers []string) *harness {
+	return &harness{servers: servers, ttl: ttl, root: freshRoot(t), dialers: map[locker.Locker]*killDialer{}}
 }
 
 func (h *harness) NewLocker(ctx context.Context, _ *testing.T, opts ...locker.Option) (locker.Locker, error) {
 	d := &killDialer{}
-	cfg := zookeeper.Config{Root: h.root, SessionTimeout: testTTL, Dialer: d.dial}
+	cfg := zookeeper.Config{Root: h.root, SessionTimeout: h.ttl, Dialer: d.dial}
 	// The session timeout is the TTL: make it the Locker's default too.
-	l, err := zookeeper.Dial(ctx, h.servers, cfg, append([]locker.Option{locker.WithTTL(testTTL)}, opts...)...)
+	l, err := zookeeper.Dial(ctx, h.servers, cfg, append([]locker.Option{locker.WithTTL(h.ttl)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +41,7 @@ func (h *harness) NewLocker(ctx context.Context, _ *testing.T, opts ...locker.Op
 	return l, nil
 }
 
-func (h *harness) TTL() time.Duration { return testTTL }
+func (h *harness) TTL() time.Duration { return h.ttl }
 func (h *harness) FIFO() bool         { return true }
 
 // Crash cuts the client off from the servers for good: its session, and the
@@ -57,9 +58,14 @@ func (h *harness) NewUnreachableLocker(ctx context.Context, _ *testing.T) (locke
 }
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, newHarness(t, []string{testenv.ZooKeeper(t).Addr()}))
+	// Writes wait for a disk flush (several milliseconds in the test
+	// container): the suite's tests that hold dozens of locks at once need a
+	// TTL that outlasts them all.
+	conformance.Run(t, newHarness(t, 3*time.Second, []string{testenv.ZooKeeper(t).Addr()}))
 }
 
 func TestConformance_Ensemble(t *testing.T) {
-	conformance.Run(t, newHarness(t, testenv.ZooKeeperEnsemble(t).Addrs()))
+	// Every write of an ensemble waits for a quorum to flush it, on this one
+	// machine: longer still.
+	conformance.Run(t, newHarness(t, 5*time.Second, testenv.ZooKeeperEnsemble(t).Addrs()))
 }

@@ -172,7 +172,11 @@ func dial(ctx context.Context, servers []string, cfg Config) (*backend, error) {
 	select {
 	case <-sl.ready:
 	case <-ctx.Done():
-		_ = b.Close()
+		// go-zookeeper's Close waits a second for the server to confirm,
+		// which an unreachable server never does: do not make the caller,
+		// whose context has ended, wait for it.
+		b.cancel()
+		go conn.Close()
 		return nil, fmt.Errorf("%w: no session with %s (%w)", locker.ErrUnavailable, strings.Join(servers, ","), ctx.Err())
 	}
 	if user, pass, ok := strings.Cut(cfg.Digest, ":"); ok {
