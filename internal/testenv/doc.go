@@ -13,7 +13,9 @@
 // LOCKER_TEST_ETCD_IMAGE name other images (built from the Dockerfiles in
 // images/ by users who can reach a registry).
 //
-// LOCKER_TESTENV_VERBOSE=1 turns testcontainers' own log back on.
+// LOCKER_TEST_NO_DOCKER=1 makes testenv behave as if there were no Docker
+// engine (to check the skip-or-fail policy, or to use only the variables
+// below). LOCKER_TESTENV_VERBOSE=1 turns testcontainers' own log back on.
 //
 // # Already-running servers
 //

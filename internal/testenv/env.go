@@ -89,6 +89,10 @@ var (
 // first call also removes leftovers of earlier, dead test processes.
 func docker() (*testcontainers.DockerClient, error) {
 	dockerOnce.Do(func() {
+		if os.Getenv("LOCKER_TEST_NO_DOCKER") != "" {
+			dockerErr = errors.New("LOCKER_TEST_NO_DOCKER is set")
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		cli, err := testcontainers.NewDockerClientWithOpts(ctx)
