@@ -269,8 +269,7 @@ func (b *backend) ensureSchema(ctx context.Context, conn *pgx.Conn) error {
 
 // raiseFloorSQL moves the token sequence up to the server clock in
 // microseconds if it is below, under an advisory lock so that concurrent
-// raises cannot interleave: the sequence only ever moves up. It commits (and
-// so flushes) before any token is taken from the raised sequence.
+// raises cannot interleave: the sequence only ever moves up.
 func (b *backend) raiseFloorSQL() string {
 	return "SELECT setval($1::regclass, f) FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS f) AS now " +
 		"WHERE f > (SELECT last_value FROM " + b.n.sequence + ")"
@@ -279,6 +278,9 @@ func (b *backend) raiseFloorSQL() string {
 func (b *backend) raiseFloor(ctx context.Context, conn *pgx.Conn) error {
 	batch := &pgx.Batch{}
 	batch.Queue("BEGIN")
+	// The raise need not survive a crash: after one, the next connection
+	// raises the sequence again, to a later clock. So no WAL flush.
+	batch.Queue("SET LOCAL synchronous_commit = off")
 	batch.Queue("SELECT pg_advisory_xact_lock($1)", schemaLockKey+1)
 	batch.Queue(b.raiseFloorSQL(), b.n.sequence)
 	batch.Queue("COMMIT")

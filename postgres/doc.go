@@ -105,11 +105,11 @@
 // (pg_postmaster_start_time, checked in the same statement as nextval), it
 // raises the sequence to the server clock in microseconds (clock_timestamp)
 // if it is below, under an advisory lock (so raises never interleave and the
-// sequence never moves down) and in a transaction that commits — and so is
-// flushed — before any token is taken from it. Tokens are therefore at
-// least the microsecond timestamp of the server's start (about 1.7e15 in
-// 2024), and the cost is one committed transaction per new connection, not
-// per lock.
+// sequence never moves down). The raise itself need not be durable: if a
+// crash loses it, every token taken above it is below the crash time, and
+// the first connection after the crash raises the sequence again, to a later
+// clock. Tokens are therefore at least the microsecond timestamp of the
+// server's start (about 1.7e15 in 2024).
 //
 // The guarantee across crashes: every token issued after PostgreSQL restarts
 // (or recovers from a backend crash, which kills every session) is larger
@@ -123,8 +123,9 @@
 //
 // The cost: the start-time comparison rides on the token statement, so a
 // lock on a warm connection pays no extra round trip for it (the figures of
-// BenchmarkUncontended include it); the raise is one committed transaction,
-// i.e. one WAL flush, per new connection and after a restart.
+// BenchmarkUncontended include it); the raise is one round trip (a
+// transaction with synchronous_commit off: no WAL flush) per new connection
+// and after a restart.
 //
 // # Poolers
 //

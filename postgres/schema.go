@@ -85,12 +85,8 @@ func newNames(schema, table string) (names, error) {
 // against a migrated schema need not have.
 func createObjects(ctx context.Context, conn *pgx.Conn, schema, ddl string, rels ...string) error {
 	var missing bool
-	for _, rel := range rels {
-		var exists bool
-		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", rel).Scan(&exists); err != nil {
-			return fmt.Errorf("checking for %s: %w", rel, err)
-		}
-		missing = missing || !exists
+	if err := conn.QueryRow(ctx, "SELECT bool_or(to_regclass(r) IS NULL) FROM unnest($1::text[]) AS r", rels).Scan(&missing); err != nil {
+		return fmt.Errorf("checking for %v: %w", rels, err)
 	}
 	if !missing {
 		return nil
