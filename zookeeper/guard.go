@@ -1,0 +1,101 @@
+package zookeeper
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/locker/fencing"
+)
+
+// Guard is a fencing.Guard for state kept in ZooKeeper. For each resource it
+// keeps the highest admitted token in a node (8 bytes, big-endian) under its
+// root, and admits an operation only in the same multi transaction that
+// checks that node's version and records the token, so no write with a lower
+// token can slip in between the check and the write.
+type Guard struct {
+	conn *zk.Conn
+	root string
+	acl  []zk.ACL
+}
+
+var _ fencing.Guard = (*Guard)(nil)
+
+// NewGuard returns a Guard keeping its token nodes under root (an absolute
+// path, created on first use) with ACL acl (nil: all rights to anyone).
+func NewGuard(conn *zk.Conn, root string, acl []zk.ACL) (*Guard, error) {
+	if err := validateRoot(root); err != nil {
+		return nil, fmt.Errorf("zookeeper: guard root %q: %v", root, err)
+	}
+	if acl == nil {
+		acl = zk.WorldACL(zk.PermAll)
+	}
+	return &Guard{conn: conn, root: root, acl: acl}, nil
+}
+
+// Admit implements fencing.Guard.
+func (g *Guard) Admit(ctx context.Context, resource string, token uint64) error {
+	_, err := g.Do(ctx, resource, token)
+	return err
+}
+
+// Do admits token for resource and, in the same transaction, applies ops
+// (*zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or
+// *zk.CheckVersionRequest: the writes the lock protects). Either the token is
+// admitted and every op applied, or nothing changes: a stale token returns an
+// error wrapping fencing.ErrStaleToken. It returns the responses to ops.
+func (g *Guard) Do(ctx context.Context, resource string, token uint64, ops ...any) ([]zk.MultiResponse, error) {
+	if token == 0 {
+		return nil, fmt.Errorf("%w: resource %q: token 0 is never issued", fencing.ErrStaleToken, resource)
+	}
+	p := g.root + "/" + base64.RawURLEncoding.EncodeToString([]byte(resource))
+	val := binary.BigEndian.AppendUint64(nil, token)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		data, st, err := g.conn.Get(p)
+		var first any
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			if err := g.ensureRoot(); err != nil {
+				return nil, err
+			}
+			first = &zk.CreateRequest{Path: p, Data: val, Acl: g.acl, Flags: zk.FlagPersistent}
+		case err != nil:
+			return nil, err
+		case len(data) != 8:
+			return nil, fmt.Errorf("zookeeper: guard node %s holds %d bytes, not a token", p, len(data))
+		default:
+			if h := binary.BigEndian.Uint64(data); token < h {
+				return nil, fmt.Errorf("%w: resource %q: token %d, already admitted %d", fencing.ErrStaleToken, resource, token, h)
+			}
+			// Conditional on the version read: a concurrent admission in
+			// between makes the whole transaction fail, and we read again.
+			first = &zk.SetDataRequest{Path: p, Data: val, Version: st.Version}
+		}
+		res, err := g.conn.Multi(append([]any{first}, ops...)...)
+		if err == nil {
+			return res[1:], nil
+		}
+		if len(res) > 0 && (errors.Is(res[0].Error, zk.ErrBadVersion) || errors.Is(res[0].Error, zk.ErrNodeExists)) {
+			continue // lost a race with another admission: read again
+		}
+		return res, err
+	}
+}
+
+func (g *Guard) ensureRoot() error {
+	for i := 1; i <= len(g.root); i++ {
+		if i == len(g.root) || g.root[i] == '/' {
+			if _, err := g.conn.Create(g.root[:i], nil, zk.FlagPersistent, g.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				return fmt.Errorf("zookeeper: guard root %s: %w", g.root[:i], err)
+			}
+		}
+	}
+	return nil
+}
