@@ -51,12 +51,13 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 		}
 	}
 	start := time.Now()
+	gen := b.gen.Load()
 	name, pending, err := b.create(ctx, dir, prefix, []byte(req.Label))
 	if err != nil {
 		b.cleanup(dir, prefix, "", pending)
 		return nil, err
 	}
-	l, err := b.contend(ctx, req, dir, name, wait)
+	l, err := b.contend(ctx, req, dir, name, wait, gen)
 	if err != nil {
 		b.cleanup(dir, prefix, name, nil)
 		return nil, err
@@ -189,7 +190,7 @@ func (b *backend) createDir(dir string) error {
 // contend waits, if wait is set, until the own node name is the first of
 // dir, and returns the granted lock. It returns locker.ErrLocked when wait is
 // not set and another node is first.
-func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name string, wait bool) (*lock, error) {
+func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name string, wait bool, gen int64) (*lock, error) {
 	own := dir + "/" + name
 	prefix := name[:33]
 
@@ -225,6 +226,7 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 	}
 	czxid, session := st.Czxid, st.EphemeralOwner
 	waited := false
+	var lastRead time.Time
 	for {
 		queue := parseChildren(kids)
 		idx := -1
@@ -275,8 +277,10 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 				return nil, errClosed
 			}
 		}
+		lastRead = time.Now()
 		err = b.do(ctx, func() (err error) {
 			kids, _, err = b.conn.Children(dir)
+			sessionNow = b.conn.SessionID()
 			return err
 		})
 		if err != nil {
@@ -285,12 +289,15 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 	}
 
 	var start time.Time
-	if waited || ownW == nil || session != sessionNow {
-		// The queue may have been read through a server that had not yet
-		// seen the own node's deletion (a session that expired while we
-		// waited, and a reconnect to a lagging server): sync, and read the
+	reconnected := !b.stateEvents || b.gen.Load() != gen
+	if (waited && reconnected) || ownW == nil || session != sessionNow {
+		// After a reconnect the queue may have been read through a server
+		// that had not yet seen the own node's deletion (a session that
+		// expired while we waited, and a lagging server): sync, and read the
 		// own node again before claiming the lock. The read proves the
 		// session alive after it was sent: the lease's validity starts there.
+		// Without a reconnect, one connection to one server saw the own
+		// create and every later change in order: no sync is needed.
 		start = time.Now()
 		err := b.do(ctx, func() (err error) {
 			if _, err = b.conn.Sync(own); err != nil {
@@ -311,6 +318,11 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 			return nil, errVanished
 		}
 		session = st.EphemeralOwner
+	}
+	if start.IsZero() && waited {
+		// The last queue read, sent after the predecessor went, proves the
+		// session alive: start the lease's validity no earlier than that.
+		start = lastRead
 	}
 	if session != sessionNow {
 		return nil, fmt.Errorf("%w: node belongs to session %#x, the connection has session %#x", errVanished, session, sessionNow)

@@ -16,10 +16,12 @@
 //
 // Because a child's name carries its owner id, a create whose reply is lost to
 // a connection loss is found again (after a sync) by that id instead of being
-// created twice. Before a waiter reports success it syncs with the leader and
-// checks that its own node still exists, has the czxid it was created with,
-// and that its ephemeralOwner is the current session: a session that expired
-// while waiting never reports a lock it no longer has. Every failure path
+// created twice. Before an acquisition reports success it checks that its own
+// node exists, has the czxid it was created with, and that its ephemeralOwner
+// is the current session; if the connection was re-established meanwhile (or
+// the Locker cannot see reconnects: New without Events) it syncs with the
+// leader first, so that a session that expired while waiting, read through a
+// lagging server, never reports a lock it no longer has. Every failure path
 // (a cancelled wait, a failed list or watch, a TryAcquire that finds the key
 // held) deletes the own node, retrying until it is gone, the session has
 // ended, or the Locker closes.

@@ -222,6 +222,10 @@ type backend struct {
 	// stateEvents: the backend sees the connection's state changes (mon).
 	stateEvents bool
 	mon         monitor
+	// gen counts the connections that established or re-established a
+	// session (with stateEvents): an acquisition that saw no new one needs
+	// no sync before it decides.
+	gen atomic.Int64
 
 	// ctx is cancelled by Close: it stops waits, watches and clean-ups.
 	ctx     context.Context
