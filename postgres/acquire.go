@@ -28,7 +28,7 @@ const cancelTimeout = 2 * time.Second
 // sequence below its floor (first use after a server restart).
 const maxAttempts = 8
 
-// errFloorCheck marks a connection whose token floor has been checked since
+// floorCheckedKey marks a connection whose token floor has been checked since
 // it was opened (pgconn CustomData key).
 const floorCheckedKey = "github.com/distlock/locker/postgres.floor"
 
@@ -92,7 +92,7 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 					return nil, fmt.Errorf("restarting the idle timer after the wait: %w", err)
 				}
 			}
-			l := &lock{b: b, conn: conn, key: req.Key, lost: req.Lost, token: token, start: start}
+			l := &lock{b: b, conn: conn, lost: req.Lost, token: token, start: start}
 			b.track(l)
 			l.mu.Lock()
 			l.startWatch()

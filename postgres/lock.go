@@ -19,7 +19,6 @@ import (
 // once through the request's Lost callback instead of at the next refresh.
 type lock struct {
 	b     *backend
-	key   string
 	lost  func(error)
 	token uint64
 	start time.Time
