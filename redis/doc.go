@@ -95,14 +95,21 @@
 // once (any number may, if their clocks are not behind).
 //
 // Refresh extends the lock on all masters and needs a majority to succeed
-// within the new validity. Release deletes it everywhere; it reports
+// within the new validity; each master may take up to a third of the TTL
+// (the refresh interval) to answer, since the new deadline counts from
+// before the refresh was sent. Acquire serializes the acquisitions of one key
+// within a Locker (its goroutines would only split the masters among
+// themselves); contenders from different Lockers that split the masters back
+// off by a random multiple of their round time, doubling per split. Release deletes it everywhere; it reports
 // ErrLeaseLost when no majority held it any more.
 //
 // Acquire returns an error wrapping locker.ErrUnavailable, without retrying,
 // when more masters failed than a majority can spare; when other owners hold
 // the lock it waits — on a subscription to every master, bounded by the time
 // until a majority of masters will have expired the holder's lock — and
-// contenders that split the masters retry after a random jitter. A master
+// contenders that split the masters retry after a random jitter. A failed
+// round is retried up to three times (a loaded master may miss one node
+// timeout) before the error is returned. A master
 // that was paused during a round may apply the round's SET after its
 // release, when it resumes: that key expires at its TTL, and a lone master
 // cannot make a majority.

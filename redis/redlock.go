@@ -312,16 +312,23 @@ func (r *redlock) retryRound(ctx context.Context, req *driver.Request, n names) 
 
 // subscribe starts the wake-up subscription on every master that has none.
 // Failures are not errors: a master that cannot be subscribed to is likely
-// down, and the PTTL-bounded wait covers the messages it would have sent.
+// down, and the PTTL-bounded wait covers the messages it would have sent. A
+// master that failed is not tried again for resubscribeAfter, so waiters do
+// not each pay for a dead master.
 func (r *redlock) subscribe(ctx context.Context, ttl time.Duration) {
 	var wg sync.WaitGroup
 	for _, s := range r.subs {
+		if !s.due() {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, r.timeout(ttl))
+			// Longer than a round's node timeout: a subscription is made once
+			// per Locker, and a loaded master may be slow to confirm it.
+			sctx, cancel := context.WithTimeout(ctx, max(r.timeout(ttl), time.Second))
 			defer cancel()
-			_ = s.ensure(sctx)
+			s.failed(s.ensure(sctx))
 		}()
 	}
 	wg.Wait()
@@ -364,7 +371,10 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 	var mu sync.Mutex
 	var ok, lost int
 	var errs []error
-	l.r.onAll(ctx, l.r.timeout(ttl), func(ctx context.Context, i int, c goredis.UniversalClient) {
+	// A refresh does not spend the validity of a new grant: the deadline
+	// counts from before it was sent. So a master may take up to the refresh
+	// interval (a third of the TTL) to answer, not just the node timeout.
+	l.r.onAll(ctx, max(l.r.timeout(ttl), ttl/3), func(ctx context.Context, i int, c goredis.UniversalClient) {
 		x, err := refreshScript.Run(ctx, c, []string{l.n.lock}, l.val, ttlMillis(ttl)).Int64()
 		mu.Lock()
 		defer mu.Unlock()

@@ -126,6 +126,28 @@ type subscriber struct {
 	ps     *goredis.PubSub
 	done   chan struct{} // closed when the dispatching goroutine ends
 	closed bool
+	failAt time.Time // when the last attempt to subscribe failed (Redlock)
+}
+
+// resubscribeAfter is how long a Redlock master whose subscription failed is
+// left alone before waiters try it again.
+const resubscribeAfter = 5 * time.Second
+
+// due reports whether a subscription should be attempted now.
+func (s *subscriber) due() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ps == nil && !s.closed && time.Since(s.failAt) >= resubscribeAfter
+}
+
+// failed records the outcome of an attempt to subscribe.
+func (s *subscriber) failed(err error) {
+	if err == nil {
+		return
+	}
+	s.mu.Lock()
+	s.failAt = time.Now()
+	s.mu.Unlock()
 }
 
 // ensure starts the subscription if it is not running, and returns once the
