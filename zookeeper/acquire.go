@@ -37,9 +37,14 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 	prefix := ownerPrefix(req.Owner)
 	if !wait {
 		// A queue that is not empty has a holder: say so without the two
-		// writes (create, delete) that queueing would cost.
+		// writes (create, delete) that queueing would cost. The sync makes
+		// the read see every change the leader committed before it, such
+		// as a release another client has just been told is done.
 		var kids []string
 		err := b.do(ctx, func() (err error) {
+			if _, err = b.conn.Sync(dir); err != nil {
+				return ignoreNoNode(err)
+			}
 			kids, _, err = b.conn.Children(dir)
 			return ignoreNoNode(err)
 		})

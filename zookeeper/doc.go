@@ -26,11 +26,9 @@
 // held) deletes the own node, retrying until it is gone, the session has
 // ended, or the Locker closes.
 //
-// TryAcquire first lists the queue and reports locker.ErrLocked when it is
-// not empty, without writing; it queues (and deletes its node again if it is
-// not first) only when the queue looked empty. The list may come from a
-// follower a moment behind the leader, which can only make a lock released a
-// moment ago look held.
+// TryAcquire first syncs and lists the queue, and reports locker.ErrLocked
+// when it is not empty, without writing; it queues (and deletes its node
+// again if it is not first) only when the queue looked empty.
 //
 // # Fencing tokens
 //
