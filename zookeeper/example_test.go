@@ -1,0 +1,30 @@
+package zookeeper_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/distlock/locker"
+	_ "github.com/distlock/locker/zookeeper" // registers zookeeper://
+)
+
+// Opening a Locker from a URL: the session timeout is the TTL of every lease.
+func Example_openFromURL() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := locker.Open(ctx, "zookeeper://zk1:2181,zk2:2181,zk3:2181/locker?session_timeout=15s")
+	if err != nil {
+		log.Print(err)
+		return
+	}
+	defer l.Close()
+	err = locker.Do(ctx, l, "nightly-report", func(ctx context.Context, lease locker.Lease) error {
+		fmt.Println("fencing token:", lease.Token()) // the own node's czxid
+		return nil
+	})
+	if err != nil {
+		log.Print(err)
+	}
+}
