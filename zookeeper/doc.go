@@ -46,29 +46,38 @@
 //
 // A ZooKeeper node lives as long as the session that created it, not for a
 // TTL. The package maps the TTL onto the session timeout S negotiated with the
-// server (reported by SessionTimeout):
+// server (Locker.SessionTimeout reports it):
 //
 //   - A TTL shorter than S is rounded up to S: a crashed client's session, and
 //     so its locks, may live S on the server.
-//   - A TTL longer than S is refused with locker.ErrInvalidOption: a client cut
-//     off from the ensemble can lose its session S after it was last heard,
-//     and its lease's local deadline must not outlast that. Open with a longer
-//     session_timeout (within the server's maxSessionTimeout) instead.
+//   - A TTL longer than S is accepted only when the Locker sees the
+//     connection's state (Dial, Open, or New given the connection's Events),
+//     and refused with locker.ErrInvalidOption otherwise. The danger is a
+//     client cut off from the ensemble: the server expires its session S after
+//     it last heard from it and grants its locks to others, while the lease's
+//     local deadline may be later. So a disconnection is suspect: if the
+//     session is not back within 0.22·S (S/3 less margins for a round trip and
+//     clock drift: go-zookeeper
+//     reports a silent connection dead after 2S/3, so the session is certain to
+//     live that much longer), every lease of the session is reported lost at
+//     once, and its node deleted if the session comes back after all.
 //
-// So every lease of one Locker has the TTL S. A holder that stays alive but
-// stops refreshing keeps its session (the client pings in the background);
-// when its local deadline passes, its own node is deleted (driver.Expirer),
-// so the lock is free within the TTL as the contract requires. A refresh is
-// one read of the own node: it proves that the session was alive at the server
-// after the refresh began, and that the node is still the one this lease
-// created.
+// A holder that stays alive but stops refreshing keeps its session (the client
+// pings in the background); when its local deadline passes, its own node is
+// deleted (driver.Expirer), so the lock is free within the TTL as the contract
+// requires. A refresh is one read of the own node: it proves that the session
+// was alive at the server after the refresh began, and that the node is still
+// the one this lease created, owned by the current session.
 //
 // Session expiry ends every lease of the session at once: each held lock keeps
 // a watch on its own node, and both its deletion and the expiry of the session
-// are reported as loss. A disconnection is only suspect: go-zookeeper may
-// reconnect within the session, and the client learns of an expiry only when it
-// reconnects; meanwhile the lease ends at its local deadline unless a refresh
-// succeeds first.
+// are reported as loss. The client learns of an expiry only when it
+// reconnects; until then the lease ends at its local deadline, or earlier by
+// the suspect rule above.
+//
+// A lease granted after a wait starts (for its deadline) when the last read
+// of the queue was sent, not when its node was created: that read proves the
+// session alive.
 //
 // # Connections
 //

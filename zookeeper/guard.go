@@ -48,6 +48,8 @@ func (g *Guard) Admit(ctx context.Context, resource string, token uint64) error 
 // *zk.CheckVersionRequest: the writes the lock protects). Either the token is
 // admitted and every op applied, or nothing changes: a stale token returns an
 // error wrapping fencing.ErrStaleToken. It returns the responses to ops.
+// go-zookeeper's calls take no context: ctx is checked before each attempt,
+// and a call in flight runs until ZooKeeper answers or the connection fails.
 func (g *Guard) Do(ctx context.Context, resource string, token uint64, ops ...any) ([]zk.MultiResponse, error) {
 	if token == 0 {
 		return nil, fmt.Errorf("%w: resource %q: token 0 is never issued", fencing.ErrStaleToken, resource)

@@ -207,7 +207,9 @@ func (s *sessionLog) Printf(format string, args ...any) {
 			s.readyOnce.Do(func() { close(s.ready) })
 		}
 	}
-	s.log.Debug("zookeeper: " + fmt.Sprintf(format, args...))
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("zookeeper: " + fmt.Sprintf(format, args...))
+	}
 }
 
 // backend implements driver.Backend over one *zk.Conn.
