@@ -1,0 +1,245 @@
+package reliability
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/etcd"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/memory"
+	"github.com/distlock/locker/postgres"
+	"github.com/distlock/locker/redis"
+	"github.com/distlock/locker/zookeeper"
+)
+
+// Slots is how many clients of a run get a path of their own to the
+// servers: each slot is a set of toxiproxies, one per server, so that one
+// client can be cut off while the others go on. A run's clients take the
+// slots in turn.
+const Slots = 4
+
+// A Deployment is one backend under test: its servers, a toxiproxy per
+// client slot and server, the way to make a client, and the faults it can
+// suffer.
+type Deployment struct {
+	// Name is the backend and topology: "redis", "redlock-5", "etcd-3", …
+	Name string
+	// TTL is the lease TTL of its runs.
+	TTL time.Duration
+	// Liveness bounds how long after the faults are healed every key must
+	// be acquirable again.
+	Liveness time.Duration
+	// Faults are the faults it can suffer; see Faults for the catalogue.
+	Faults []Fault
+
+	tb      testing.TB
+	servers []*testenv.Server
+	cluster *testenv.Cluster // etcd and ZooKeeper clusters: for Leader
+	slots   [][]*testenv.Proxy
+	next    atomic.Int64
+	connect func(ctx context.Context, addrs []string) (locker.Locker, error)
+}
+
+// NewLocker makes a client through the next slot's proxies: it satisfies
+// history.NewLocker.
+func (d *Deployment) NewLocker(ctx context.Context) (locker.Locker, error) {
+	if len(d.slots) == 0 {
+		return d.connect(ctx, nil)
+	}
+	slot := d.slots[int(d.next.Add(1)-1)%len(d.slots)]
+	addrs := make([]string, len(slot))
+	for i, p := range slot {
+		addrs[i] = p.Addr()
+	}
+	return d.connect(ctx, addrs)
+}
+
+func (d *Deployment) proxies(t testing.TB) {
+	d.slots = make([][]*testenv.Proxy, Slots)
+	for i := range d.slots {
+		for _, s := range d.servers {
+			d.slots[i] = append(d.slots[i], s.Proxy(t))
+		}
+	}
+}
+
+func fresh() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// closing closes what a Locker was built over after the Locker.
+type closing struct {
+	locker.Locker
+	after func()
+}
+
+func (c closing) Close() error {
+	err := c.Locker.Close()
+	c.after()
+	return err
+}
+
+// Memory is the in-process reference backend: no servers, no faults.
+func Memory(t testing.TB) *Deployment {
+	store := memory.NewStore()
+	return &Deployment{Name: "memory", TTL: 150 * time.Millisecond, Liveness: 2 * time.Second, tb: t,
+		connect: func(context.Context, []string) (locker.Locker, error) { return memory.New(store) }}
+}
+
+func redisConnect(prefix string, redlock bool) func(context.Context, []string) (locker.Locker, error) {
+	return func(_ context.Context, addrs []string) (locker.Locker, error) {
+		cfg := redis.Config{Prefix: prefix, CloseClients: true}
+		cs := make([]goredis.UniversalClient, len(addrs))
+		for i, a := range addrs {
+			o := &goredis.Options{Addr: a, ContextTimeoutEnabled: true, DialTimeout: time.Second}
+			if redlock {
+				o.MaxRetries = -1 // the quorum replaces retries
+			}
+			cs[i] = goredis.NewClient(o)
+		}
+		var l locker.Locker
+		var err error
+		if redlock {
+			l, err = redis.NewRedlockWith(cs, cfg)
+		} else {
+			l, err = redis.NewWith(cs[0], cfg)
+		}
+		if err != nil {
+			for _, c := range cs {
+				c.Close()
+			}
+		}
+		return l, err
+	}
+}
+
+// Redis is a single redis-server 7 without persistence (testenv's shared one).
+func Redis(t testing.TB) *Deployment {
+	d := &Deployment{Name: "redis", TTL: 500 * time.Millisecond, Liveness: 5 * time.Second, tb: t,
+		servers: []*testenv.Server{testenv.Redis(t)}, connect: redisConnect("rel:"+fresh()+":", false)}
+	d.proxies(t)
+	d.Faults = append(clientFaults(d), serverFaults(d, false)...)
+	return d
+}
+
+// Redlock is Redlock over 5 independent masters without persistence.
+func Redlock(t testing.TB) *Deployment {
+	c := testenv.RedisMasters(t, 5)
+	d := &Deployment{Name: "redlock-5", TTL: time.Second, Liveness: 5 * time.Second, tb: t,
+		servers: c.Nodes, connect: redisConnect("rel:"+fresh()+":", true)}
+	d.proxies(t)
+	d.Faults = append(clientFaults(d), redlockFaults(d)...)
+	return d
+}
+
+func etcdConnect(prefix string) func(context.Context, []string) (locker.Locker, error) {
+	return func(_ context.Context, addrs []string) (locker.Locker, error) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: addrs, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, err
+		}
+		l, err := etcd.NewWithConfig(cli, etcd.Config{Prefix: prefix, RequestTimeout: 2 * time.Second})
+		if err != nil {
+			cli.Close()
+			return nil, err
+		}
+		return closing{l, func() { cli.Close() }}, nil
+	}
+}
+
+// Etcd is a single etcd 3.6 member (testenv's shared one).
+func Etcd(t testing.TB) *Deployment {
+	d := &Deployment{Name: "etcd", TTL: time.Second, Liveness: 10 * time.Second, tb: t,
+		servers: []*testenv.Server{testenv.Etcd(t)}, connect: etcdConnect("rel-" + fresh() + "/")}
+	d.proxies(t)
+	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
+	return d
+}
+
+// EtcdCluster is a 3-member etcd 3.6 cluster; clients know every member.
+func EtcdCluster(t testing.TB) *Deployment {
+	c := testenv.EtcdCluster(t)
+	d := &Deployment{Name: "etcd-3", TTL: time.Second, Liveness: 20 * time.Second, tb: t,
+		servers: c.Nodes, cluster: c, connect: etcdConnect("rel-" + fresh() + "/")}
+	d.proxies(t)
+	d.Faults = clusterFaults(d)
+	return d
+}
+
+func zkConnect(root string, ttl time.Duration) func(context.Context, []string) (locker.Locker, error) {
+	return func(ctx context.Context, addrs []string) (locker.Locker, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return zookeeper.Dial(ctx, addrs, zookeeper.Config{Root: root, SessionTimeout: ttl}, locker.WithTTL(ttl))
+	}
+}
+
+// ZooKeeper is a standalone ZooKeeper 3.8 (testenv's shared one).
+func ZooKeeper(t testing.TB) *Deployment {
+	const ttl = 2 * time.Second
+	d := &Deployment{Name: "zookeeper", TTL: ttl, Liveness: 10 * time.Second, tb: t,
+		servers: []*testenv.Server{testenv.ZooKeeper(t)}, connect: zkConnect("/rel-"+fresh(), ttl)}
+	d.proxies(t)
+	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
+	return d
+}
+
+// ZooKeeperEnsemble is a 3-server ZooKeeper 3.8 ensemble.
+func ZooKeeperEnsemble(t testing.TB) *Deployment {
+	const ttl = 3 * time.Second
+	c := testenv.ZooKeeperEnsemble(t)
+	d := &Deployment{Name: "zookeeper-3", TTL: ttl, Liveness: 20 * time.Second, tb: t,
+		servers: c.Nodes, cluster: c, connect: zkConnect("/rel-"+fresh(), ttl)}
+	d.proxies(t)
+	d.Faults = clusterFaults(d)
+	return d
+}
+
+// Postgres is PostgreSQL 15 (testenv's shared server, a database of its own).
+func Postgres(t testing.TB) *Deployment {
+	dsn := testenv.PostgresDB(t)
+	table := "rel_" + fresh()
+	d := &Deployment{Name: "postgres", TTL: time.Second, Liveness: 10 * time.Second, tb: t,
+		servers: []*testenv.Server{testenv.Postgres(t)}}
+	d.connect = func(_ context.Context, addrs []string) (locker.Locker, error) {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return nil, err
+		}
+		u.Host = addrs[0]
+		q := u.Query()
+		q.Set("connect_timeout", "2")
+		u.RawQuery = q.Encode()
+		pc, err := pgxpool.ParseConfig(u.String())
+		if err != nil {
+			return nil, err
+		}
+		pc.MaxConns = 8
+		return postgres.NewFromConfig(pc, postgres.Config{Table: table})
+	}
+	d.proxies(t)
+	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
+	return d
+}
+
+// Server is the deployment's only server; for single-server deployments.
+func (d *Deployment) server() *testenv.Server {
+	if len(d.servers) != 1 {
+		panic(fmt.Sprintf("reliability: %s has %d servers", d.Name, len(d.servers)))
+	}
+	return d.servers[0]
+}

@@ -1,0 +1,149 @@
+package reliability
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/distlock/locker/internal/testenv"
+)
+
+// The fault catalogue. Every fault heals completely; what differs between
+// backends is which faults lie within their stated guarantee.
+
+// clientFaults cut one client (one proxy slot) off, reset its connections,
+// or slow its answers down: the client↔server path, the server untouched.
+func clientFaults(d *Deployment) []Fault {
+	return []Fault{
+		{Name: "client blackhole", Inject: func(h *Harm) {
+			for _, p := range h.slot() {
+				p.Blackhole(h.TB)
+				h.Undo(p.Heal)
+			}
+		}},
+		{Name: "client reset", Inject: func(h *Harm) {
+			for _, p := range h.slot() {
+				p.ResetPeer(h.TB)
+				h.Undo(p.Heal)
+			}
+		}},
+		{Name: "client latency", Inject: func(h *Harm) {
+			for _, p := range h.slot() {
+				p.Latency(h.TB, d.TTL/4)
+				h.Undo(p.Heal)
+			}
+		}},
+	}
+}
+
+// slot picks one client slot at random.
+func (h *Harm) slot() []*testenv.Proxy { return h.D.slots[h.Rng.IntN(len(h.D.slots))] }
+
+// serverFaults pause, kill and restart a single server. persistent says
+// whether the server keeps its data over a restart (all but Redis here).
+func serverFaults(d *Deployment, persistent bool) []Fault {
+	s := d.server()
+	restartAtOnce := Fault{Name: "server kill+restart", Inject: func(h *Harm) {
+		s.Kill(h.TB)
+		h.Undo(s.Restart)
+	}, Hold: time.Millisecond}
+	if !persistent {
+		// Restarting takes about a second here: a TTL longer than that
+		// lets a restart forget locks whose holders still hold them.
+		restartAtOnce.TTL = 3 * time.Second
+		restartAtOnce.Outside = "Redis without persistence restarts empty: it forgets held locks and grants them again " +
+			"(tokens stay monotonic, floored by the server clock)"
+	}
+	return []Fault{
+		{Name: "server pause", Inject: func(h *Harm) {
+			s.Pause(h.TB)
+			h.Undo(s.Unpause)
+		}},
+		{Name: "server kill, restart after TTL", Inject: func(h *Harm) {
+			s.Kill(h.TB)
+			h.Undo(s.Restart)
+		}, MinHold: d.TTL + 100*time.Millisecond},
+		restartAtOnce,
+	}
+}
+
+// pick returns k distinct servers of d at random.
+func (h *Harm) pick(k int) []int {
+	return h.Rng.Perm(len(h.D.servers))[:k]
+}
+
+// redlockFaults break some of Redlock's independent masters: paused, cut
+// off from one client, killed (restarted empty).
+func redlockFaults(d *Deployment) []Fault {
+	var fs []Fault
+	for _, k := range []int{2, 3} {
+		fs = append(fs,
+			Fault{Name: fmt.Sprintf("pause %d of 5 masters", k), Inject: func(h *Harm) {
+				for _, i := range h.pick(k) {
+					s := h.D.servers[i]
+					s.Pause(h.TB)
+					h.Undo(s.Unpause)
+				}
+			}},
+			Fault{Name: fmt.Sprintf("client cut from %d of 5 masters", k), Inject: func(h *Harm) {
+				slot := h.slot()
+				for _, i := range h.pick(k) {
+					slot[i].Blackhole(h.TB)
+					h.Undo(slot[i].Heal)
+				}
+			}},
+		)
+	}
+	kill := func(h *Harm) {
+		for _, i := range h.pick(2) {
+			s := h.D.servers[i]
+			s.Kill(h.TB)
+			h.Undo(s.Restart)
+		}
+	}
+	fs = append(fs,
+		Fault{Name: "kill 2 of 5 masters, restart after TTL", Inject: kill, MinHold: d.TTL + 100*time.Millisecond},
+		Fault{Name: "kill 2 of 5 masters, restart at once", Inject: kill, Hold: time.Millisecond, TTL: 3 * time.Second,
+			Outside: "Redlock without persistence needs restarts delayed past the TTL: a master restarted at once forgets " +
+				"the locks it granted, and a lock held on exactly a majority can be granted again"},
+	)
+	return fs
+}
+
+// clusterFaults partition and crash members of an etcd cluster or a
+// ZooKeeper ensemble (3 members), and cut a client off.
+func clusterFaults(d *Deployment) []Fault {
+	c := d.cluster
+	follower := func(h *Harm) *testenv.Server {
+		l := c.Leader(h.TB)
+		for _, i := range h.pick(len(c.Nodes)) {
+			if c.Nodes[i] != l {
+				return c.Nodes[i]
+			}
+		}
+		panic("unreachable")
+	}
+	disconnect := func(h *Harm, s *testenv.Server) {
+		s.Disconnect(h.TB)
+		h.Undo(s.Reconnect)
+	}
+	return []Fault{
+		clientFaults(d)[0],
+		{Name: "partition a follower", Inject: func(h *Harm) { disconnect(h, follower(h)) }},
+		{Name: "partition the leader", Inject: func(h *Harm) { disconnect(h, c.Leader(h.TB)) }},
+		{Name: "partition a majority", Inject: func(h *Harm) {
+			f := follower(h)
+			disconnect(h, c.Leader(h.TB))
+			disconnect(h, f)
+		}},
+		{Name: "pause the leader", Inject: func(h *Harm) {
+			l := c.Leader(h.TB)
+			l.Pause(h.TB)
+			h.Undo(l.Unpause)
+		}},
+		{Name: "kill the leader, restart", Inject: func(h *Harm) {
+			l := c.Leader(h.TB)
+			l.Kill(h.TB)
+			h.Undo(l.Restart)
+		}, Hold: time.Millisecond},
+	}
+}

@@ -1,0 +1,98 @@
+package reliability
+
+import (
+	"context"
+	"time"
+
+	"github.com/distlock/locker/history"
+)
+
+// Outcome is one history run under one fault, judged.
+type Outcome struct {
+	Result *history.Result
+	// Injected is how many times the fault was injected during the run.
+	Injected int
+	// Failed are the violations that count against the backend: all of
+	// them for a fault within its guarantee; for a fault outside it, all
+	// but mutual-exclusion ones (see Judge).
+	Failed []history.Violation
+	// Outside counts the mutual-exclusion (linearizability) violations
+	// under a fault outside the backend's guarantee: expected, reported,
+	// not failed.
+	Outside int
+}
+
+// OK reports whether the run passed: no violation that counts, no unknown
+// check, and the nemesis injected and healed without error.
+func (o *Outcome) OK() bool {
+	r := o.Result
+	return len(o.Failed) == 0 && len(r.UnknownKeys) == 0 && r.NemesisErr == nil
+}
+
+// RunOptions shape one run; the zero value suits a CI run.
+type RunOptions struct {
+	// Duration bounds the time clients start operations (default 2×TTL,
+	// at least 2.5 s).
+	Duration time.Duration
+	// Keys per run (default 3); each key's history is checked on its own.
+	Keys int
+	// Seed of the run (0: random).
+	Seed uint64
+}
+
+// Run records and checks one history of d's clients while f (nil: no
+// fault) is injected again and again. It fails only when the run could not
+// be made; the verdict is in the Outcome.
+func (d *Deployment) Run(ctx context.Context, f *Fault, o RunOptions) (*Outcome, error) {
+	ttl := d.TTL
+	if f != nil && f.TTL != 0 {
+		ttl = f.TTL
+	}
+	if o.Duration == 0 {
+		o.Duration = max(2*ttl, 2500*time.Millisecond)
+	}
+	if o.Keys == 0 {
+		o.Keys = 3
+	}
+	ho := history.Options{
+		Clients:  Slots,
+		Keys:     o.Keys,
+		Ops:      1000, // Duration bounds the run
+		Duration: o.Duration,
+		TTL:      ttl,
+		Seed:     o.Seed,
+		Liveness: d.Liveness,
+	}
+	var n *Nemesis
+	if f != nil {
+		n = &Nemesis{D: d, Fault: *f, TTL: ttl, Seed: o.Seed}
+		ho.Nemesis = n
+	}
+	res, err := history.Run(ctx, d.NewLocker, ho)
+	if err != nil {
+		return nil, err
+	}
+	out := &Outcome{Result: res}
+	if n != nil {
+		out.Injected = n.Injected()
+	}
+	out.Failed, out.Outside = Judge(res, f)
+	return out, nil
+}
+
+// Judge splits a run's violations. Within a backend's guarantee every
+// violation fails. Under a fault outside it (f.Outside set) the backend
+// still claims its fencing properties — tokens unique and increasing, the
+// fence's order, exclusive writes and no lost update through the fenced
+// resource, and liveness after healing — but not mutual exclusion within
+// a holder's deadline: linearizability violations are counted, not failed.
+func Judge(res *history.Result, f *Fault) (failed []history.Violation, outside int) {
+	for _, v := range res.Violations {
+		if f != nil && f.Outside != "" && v.Check == history.CheckLinearizable {
+			outside++
+			continue
+		}
+		failed = append(failed, v)
+	}
+	return failed, outside
+}

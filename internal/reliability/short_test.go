@@ -1,0 +1,76 @@
+package reliability_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/distlock/locker/history"
+	"github.com/distlock/locker/internal/reliability"
+)
+
+// The short mode: for every backend, one bounded history per fault of its
+// catalogue (and one without faults), each fault injected at least once;
+// 0 violations and 0 unknown checks within the guarantee; under the faults
+// outside it, the fencing properties the backend still claims.
+
+func TestMemory(t *testing.T)            { checkAll(t, reliability.Memory(t)) }
+func TestRedis(t *testing.T)             { checkAll(t, reliability.Redis(t)) }
+func TestRedlock(t *testing.T)           { checkAll(t, reliability.Redlock(t)) }
+func TestEtcd(t *testing.T)              { checkAll(t, reliability.Etcd(t)) }
+func TestEtcdCluster(t *testing.T)       { checkAll(t, reliability.EtcdCluster(t)) }
+func TestZooKeeper(t *testing.T)         { checkAll(t, reliability.ZooKeeper(t)) }
+func TestZooKeeperEnsemble(t *testing.T) { checkAll(t, reliability.ZooKeeperEnsemble(t)) }
+func TestPostgres(t *testing.T)          { checkAll(t, reliability.Postgres(t)) }
+
+func checkAll(t *testing.T, d *reliability.Deployment) {
+	t.Run("no faults", func(t *testing.T) { check(t, d, nil) })
+	for _, f := range d.Faults {
+		t.Run(strings.ReplaceAll(f.Name, " ", "_"), func(t *testing.T) { check(t, d, &f) })
+	}
+}
+
+func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault) {
+	// No goroutine of the run (clients, leases, the nemesis) outlives it.
+	// testenv's readiness probes (after a restart) keep idle HTTP
+	// connections to etcd in http.DefaultClient: those are not the run's.
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
+	out, err := d.Run(t.Context(), f, reliability.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := out.Result
+	t.Logf("%s: %v; %d injections, %d fault windows", d.Name, res.Counts, out.Injected, len(res.Windows))
+	if f != nil && f.Outside != "" {
+		t.Logf("outside the guarantee (%s): %d mutual-exclusion violations, not counted", f.Outside, out.Outside)
+	}
+	if !out.OK() {
+		t.Errorf("seed %d: %d violations, %d unknown checks, nemesis error %v", res.Seed, len(out.Failed), len(res.UnknownKeys), res.NemesisErr)
+		for _, v := range out.Failed {
+			t.Errorf("%v", v)
+		}
+		writeVisualization(t, res)
+	}
+	if f != nil && out.Injected == 0 {
+		t.Errorf("the fault %q was never injected: the run proves nothing about it", f.Name)
+	}
+	if res.Counts.Acquisitions == 0 {
+		t.Errorf("no acquisition succeeded: %v", res.Counts)
+	}
+}
+
+func writeVisualization(t *testing.T, res *history.Result) {
+	dir := os.Getenv(history.DirEnv)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if path, err := res.WriteVisualization(dir, history.DefaultCheckTimeout); err != nil {
+		t.Logf("writing the visualisation: %v", err)
+	} else {
+		t.Logf("visualisation: %s", path)
+	}
+}
