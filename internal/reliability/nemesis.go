@@ -162,9 +162,11 @@ func (f *faultTB) Fatal(args ...any)                 { panic(tbFailure{fmt.Sprin
 func (f *faultTB) Errorf(format string, args ...any) { panic(tbFailure{fmt.Sprintf(format, args...)}) }
 func (f *faultTB) Error(args ...any)                 { panic(tbFailure{fmt.Sprint(args...)}) }
 func (f *faultTB) FailNow()                          { panic(tbFailure{"FailNow"}) }
-func (f *faultTB) Skipf(format string, args ...any)  { panic(tbFailure{"skip: " + fmt.Sprintf(format, args...)}) }
-func (f *faultTB) Skip(args ...any)                  { panic(tbFailure{"skip: " + fmt.Sprint(args...)}) }
-func (f *faultTB) SkipNow()                          { panic(tbFailure{"SkipNow"}) }
+func (f *faultTB) Skipf(format string, args ...any) {
+	panic(tbFailure{"skip: " + fmt.Sprintf(format, args...)})
+}
+func (f *faultTB) Skip(args ...any) { panic(tbFailure{"skip: " + fmt.Sprint(args...)}) }
+func (f *faultTB) SkipNow()         { panic(tbFailure{"SkipNow"}) }
 
 // Logf keeps testenv's progress lines (restart times) out of the test log
 // unless -v is given: a soak restarts servers hundreds of times.

@@ -1,0 +1,52 @@
+// Package reliability runs locker's backends through faults: randomized
+// histories (package history) recorded while a Nemesis breaks the real
+// servers that package testenv starts, checked against the fenced-mutex
+// model, in a short mode for CI and a soak for the figures in
+// docs/reliability.md.
+//
+// # Deployments
+//
+// A Deployment is one backend on its servers — memory; Redis; Redlock over
+// 5 masters; etcd, single and a 3-member cluster; ZooKeeper, standalone and
+// a 3-server ensemble; PostgreSQL — with a toxiproxy per client slot and
+// server (Slots of them), so that the client↔server path of one client can
+// be broken while the others go on. Each client of a run dials through the
+// next slot.
+//
+// # Faults
+//
+// Each deployment lists the faults it can suffer (Deployment.Faults):
+//
+//   - client blackhole, reset and latency (TTL/4 added to every answer), on
+//     one client's proxies;
+//   - server pause (docker pause), kill with a restart delayed past the TTL,
+//     and kill with an immediate restart, for single servers;
+//   - for Redlock: 2 or 3 of the 5 masters paused, one client cut from 2 or
+//     3 of them, 2 of them killed and restarted after the TTL or at once;
+//   - for the etcd cluster and the ZooKeeper ensemble: one client cut off,
+//     a follower, the leader, or a majority (the leader and a follower)
+//     partitioned from the others (docker network disconnect), the leader
+//     paused, the leader killed and restarted.
+//
+// A Nemesis injects one fault again and again during a run — a quiet spell
+// of about TTL/2, the fault for about 1.5×TTL, healed — records each fault's
+// window, and heals everything before the run's liveness check, which must
+// acquire every key again within the deployment's Liveness bound.
+//
+// A fault outside a backend's stated guarantee (a Redis or Redlock master
+// restarted at once without persistence, forgetting held locks) carries the
+// reason in Fault.Outside. Its runs are judged by the weaker properties the
+// backend does claim — tokens unique and increasing, the fence's order,
+// exclusive writes and no lost update through the fenced resource, and
+// liveness — while its mutual-exclusion violations are counted apart
+// (Judge).
+//
+// # Running
+//
+// go test ./internal/reliability runs the short mode: every deployment
+// under every fault of its catalogue, one bounded history each. TestSoak,
+// with -soak=DURATION, runs the soak and prints its table; see
+// docs/reliability.md for the command. The fuzz targets of this package
+// fuzz every backend's URL parsing through locker.Open, and each backend's
+// key encoding through a live server.
+package reliability
