@@ -34,11 +34,7 @@ func checkAll(t *testing.T, d *reliability.Deployment) {
 
 func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault) {
 	// No goroutine of the run (clients, leases, the nemesis) outlives it.
-	// testenv's readiness probes (after a restart) keep idle HTTP
-	// connections to etcd in http.DefaultClient: those are not the run's.
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"))
+	defer goleak.VerifyNone(t, notTheRuns()...)
 	out, err := d.Run(t.Context(), f, reliability.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +56,25 @@ func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault) {
 	}
 	if res.Counts.Acquisitions == 0 {
 		t.Errorf("no acquisition succeeded: %v", res.Counts)
+	}
+}
+
+// notTheRuns are the goroutines that were there before the run and a run leaves that are not the run's:
+// testenv's readiness probes (after a restart) keep idle HTTP connections
+// to etcd in http.DefaultClient; the in-process toxiproxy keeps its proxies'
+// accept loops, and a link's goroutines live until the server closes its
+// side of a connection the client closed.
+func notTheRuns() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreCurrent(),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).server"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).freeBlocker"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).RemoveToxic.func1"),
 	}
 }
 
