@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -202,30 +201,45 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 	// The children and the own node's stat (with a watch that will report the
 	// lock's loss) are asked for at once: pipelined on the one connection,
 	// they cost about one round trip.
+	type kidsResult struct {
+		kids []string
+		err  error
+	}
+	type ownResult struct {
+		exists bool
+		st     *zk.Stat
+		w      <-chan zk.Event
+		err    error
+	}
+	kc, oc := make(chan kidsResult, 1), make(chan ownResult, 1)
+	b.wg.Add(2)
+	go func() {
+		defer b.wg.Done()
+		kids, _, err := b.conn.Children(dir)
+		kc <- kidsResult{kids, err}
+	}()
+	go func() {
+		defer b.wg.Done()
+		exists, st, w, err := b.conn.ExistsW(own)
+		oc <- ownResult{exists, st, w, err}
+	}()
 	var (
-		kids       []string
-		kidsErr    error
-		exists     bool
-		st         *zk.Stat
-		ownW       <-chan zk.Event
-		ownErr     error
-		sessionNow int64
+		kr kidsResult
+		or ownResult
 	)
-	err := b.do(ctx, func() error {
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			kids, _, kidsErr = b.conn.Children(dir)
-		}()
-		exists, st, ownW, ownErr = b.conn.ExistsW(own)
-		wg.Wait()
-		sessionNow = b.conn.SessionID()
-		return errors.Join(ownErr, kidsErr)
-	})
-	if err != nil {
+	for range 2 {
+		select {
+		case kr = <-kc:
+		case or = <-oc:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	sessionNow := b.conn.SessionID()
+	if err := errors.Join(or.err, kr.err); err != nil {
 		return nil, err
 	}
+	kids, exists, st, ownW := kr.kids, or.exists, or.st, or.w
 	if !exists {
 		return nil, errVanished
 	}
