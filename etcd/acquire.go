@@ -25,23 +25,24 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 		return nil, err
 	}
 	lp := lockPrefix(b.prefix, req.Key)
-	key := waiterKey(lp, req.Owner)
+	own := sl.claim(lp, req.Owner, req.Label)
 	rctx, cancel := b.requestContext(ctx)
 	defer cancel()
 	sent := time.Now()
 	resp, err := b.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(lp), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(key, req.Label, clientv3.WithLease(sl.id))).
+		Then(clientv3.OpPut(own.name, own.value, clientv3.WithLease(sl.id))).
 		Commit()
 	if err != nil {
-		// The txn may have been applied: remove the key by its owner-unique name.
-		b.remove(ctx, key, 0, sl)
+		// The txn may have been applied: remove the key if it holds our owner id.
+		b.remove(ctx, own, 0)
 		return nil, err
 	}
 	if !resp.Succeeded {
+		own.free() // nothing was written
 		return nil, locker.ErrLocked
 	}
-	return b.granted(ctx, sl, req, key, resp.Header.Revision, sent)
+	return b.granted(ctx, own, req, resp.Header.Revision, sent)
 }
 
 // Acquire creates the own key in a txn guarded on its CreateRevision being 0
@@ -54,13 +55,14 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 		return nil, err
 	}
 	lp := lockPrefix(b.prefix, req.Key)
-	key := waiterKey(lp, req.Owner)
+	own := sl.claim(lp, req.Owner, req.Label)
+	key := own.name
 	rctx, cancel := b.requestContext(ctx)
 	sent := time.Now()
 	resp, err := b.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(
-			clientv3.OpPut(key, req.Label, clientv3.WithLease(sl.id)),
+			clientv3.OpPut(key, own.value, clientv3.WithLease(sl.id)),
 			// The put is the txn's newest write, so the own key sorts first.
 			clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
@@ -68,25 +70,25 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 		Commit()
 	cancel()
 	if err != nil {
-		b.remove(ctx, key, 0, sl)
+		b.remove(ctx, own, 0)
 		return nil, err
 	}
 	if !resp.Succeeded {
-		// Owner ids are random per acquisition: this is a broken invariant,
-		// not contention.
-		return nil, fmt.Errorf("etcd: waiter key %q already exists", key)
+		// A name is reused only once its key is known to be gone: someone
+		// else wrote under our lease's name. The name stays reserved.
+		return nil, fmt.Errorf("etcd: waiter key %q exists already", key)
 	}
 	rev := resp.Header.Revision
 	kvs := resp.Responses[1].GetResponseRange().Kvs
 	if len(kvs) < 2 {
-		return b.granted(ctx, sl, req, key, rev, sent)
+		return b.granted(ctx, own, req, rev, sent)
 	}
 	start, err := b.wait(ctx, sl, lp, key, rev, string(kvs[1].Key), resp.Header.Revision+1)
 	if err != nil {
-		b.remove(ctx, key, rev, sl)
+		b.remove(ctx, own, rev)
 		return nil, err
 	}
-	return b.granted(ctx, sl, req, key, rev, start)
+	return b.granted(ctx, own, req, rev, start)
 }
 
 // wait blocks until no key of the lock's range was created before the own
@@ -180,56 +182,58 @@ func (b *backend) watchDelete(ctx context.Context, sl *sharedLease, pred string,
 // granted turns a won key into a Lock, registered with its lease for loss
 // reports. start is when the request that won was sent; the lock claims no
 // more than the lease guarantees.
-func (b *backend) granted(ctx context.Context, sl *sharedLease, req *driver.Request, key string, rev int64, start time.Time) (driver.Lock, error) {
-	l := &lock{b: b, sl: sl, key: key, rev: rev, lost: req.Lost}
+func (b *backend) granted(ctx context.Context, own *ownKey, req *driver.Request, rev int64, start time.Time) (driver.Lock, error) {
+	sl := own.sl
+	l := &lock{b: b, sl: sl, own: own, key: own.name, rev: rev, lost: req.Lost}
 	if v := sl.validFrom(); v.Before(start) {
 		start = v
 	}
 	l.start = start
 	if !sl.add(l) {
-		b.remove(ctx, key, rev, sl)
+		b.remove(ctx, own, rev)
 		return nil, fmt.Errorf("%w: %w", locker.ErrLeaseLost, sl.err())
 	}
 	return l, nil
 }
 
 // remove deletes an own key that must not stay: a cancelled or failed wait,
-// or an acquire whose outcome is unknown (rev 0: then the key is deleted by
-// its owner-unique name). If it cannot be deleted now it is retried in the
-// background until it is, the lease dies (taking the key with it) or the
-// backend closes (revoking the lease).
-func (b *backend) remove(ctx context.Context, key string, rev int64, sl *sharedLease) {
+// or an acquire whose outcome is unknown (rev 0: then the key is deleted
+// only if it holds our owner id). If it cannot be deleted now it is retried
+// in the background until it is, the lease dies (taking the key with it) or
+// the backend closes (revoking the lease).
+func (b *backend) remove(ctx context.Context, own *ownKey, rev int64) {
 	ctx = context.WithoutCancel(ctx)
-	if b.deleteOwn(ctx, key, rev) == nil {
+	if b.deleteOwn(ctx, own, rev) == nil {
 		return
 	}
 	b.background(func(bctx context.Context) {
 		backoff := newBackoff()
 		for {
-			if err := backoff.sleep(bctx, sl); err != nil {
+			if err := backoff.sleep(bctx, own.sl); err != nil {
 				return
 			}
-			if b.deleteOwn(bctx, key, rev) == nil {
+			if b.deleteOwn(bctx, own, rev) == nil {
 				return
 			}
 		}
 	})
 }
 
-// deleteOwn deletes key if its create revision is rev (any, when rev is 0).
-// A compare that fails means the key is already gone or not ours: done.
-func (b *backend) deleteOwn(ctx context.Context, key string, rev int64) error {
+// deleteOwn deletes the own key if its create revision is rev (or, when rev
+// is 0, if it holds our owner id). Any answer means the key is gone or not
+// ours, so its name is free again.
+func (b *backend) deleteOwn(ctx context.Context, own *ownKey, rev int64) error {
 	rctx, cancel := b.requestContext(ctx)
 	defer cancel()
+	cmp := clientv3.Compare(clientv3.CreateRevision(own.name), "=", rev)
 	if rev == 0 {
-		_, err := b.cli.Delete(rctx, key)
+		cmp = clientv3.Compare(clientv3.Value(own.name), "=", own.value)
+	}
+	if _, err := b.cli.Txn(rctx).If(cmp).Then(clientv3.OpDelete(own.name)).Commit(); err != nil {
 		return err
 	}
-	_, err := b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).
-		Commit()
-	return err
+	own.free()
+	return nil
 }
 
 // backoff paces retries: 50 ms doubling to 1 s.

@@ -19,8 +19,14 @@
 // A lock named K lives in the range P + esc(K) + "/", where P is the prefix
 // and esc escapes '%', '/' and NUL, so that the ranges of two distinct keys
 // ("a" and "a/b") never overlap. Each acquisition puts one key in that range,
-// named by its random 128-bit owner id, in a txn guarded on the key's
-// CreateRevision being 0. The holder is the key with the smallest create
+// in a txn guarded on the key's CreateRevision being 0. The key is named by
+// the Locker's lease id and a slot number reserved for this acquisition
+// until its key is known to be gone, and holds the acquisition's random
+// owner id and label. Names are reused by later acquisitions of the same
+// Locker rather than made fresh each time: every deleted key stays in etcd's
+// key index until the next compaction, and the range reads over a lock would
+// otherwise slow down with each past acquisition of it (run etcd with
+// --auto-compaction-retention anyway: etcd keeps all history without it). The holder is the key with the smallest create
 // revision. Acquire reads, in the same txn, the key created just before its
 // own; if there is none, the lock is held after one round trip. Otherwise it
 // watches only that predecessor's deletion (no thundering herd: a release
@@ -36,8 +42,8 @@
 // the range), so a failed attempt leaves nothing to delete.
 //
 // A cancelled or failed wait deletes its own key, comparing its create
-// revision; an acquire whose txn outcome is unknown deletes its key by its
-// owner-unique name. If that delete fails it is retried in the background
+// revision; an acquire whose txn outcome is unknown deletes its key only if
+// it holds its owner id. If that delete fails it is retried in the background
 // until it succeeds, the lease dies (and the key with it) or the Locker
 // closes (and revokes the lease).
 //
@@ -68,10 +74,10 @@
 // to it. Uncontended, an acquire is one txn and a release one txn. Sharing
 // is made safe three ways:
 //
-//   - Two acquisitions never share an etcd key, because the key name is the
-//     acquisition's own random owner id, not the lease id (sharing a key is
-//     the concurrency package's shared-session bug: two Mutexes of one
-//     session on one name both "hold" it).
+//   - Two acquisitions never share an etcd key, because each reserves its
+//     own slot of the lease for the key name (sharing a key is the
+//     concurrency package's shared-session bug: two Mutexes of one session
+//     on one name both "hold" it, as its key is the prefix and the lease id).
 //   - The shared lease is granted for T + R seconds, R = max(1, ⌈T/5⌉), and
 //     renewed every R/3 with unary KeepAliveOnce requests whose send times
 //     are recorded. A lock claims validity only from min(the send time of

@@ -1,9 +1,11 @@
 package etcd
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/distlock/locker/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // DefaultPrefix is the etcd key prefix under which a Locker keeps its locks
@@ -44,12 +46,23 @@ func lockPrefix(prefix, key string) string {
 	return prefix + escape(key) + "/"
 }
 
-// waiterKey is the etcd key of one acquisition: the lock's prefix and the
-// owner id. The owner id is random per acquisition, so two acquisitions
-// never share an etcd key, even when they share a lease (the shared-session
-// bug of concurrency.Mutex, whose key is the prefix and the lease id), and an
-// acquisition whose outcome is unknown can be found again and removed by
-// name.
-func waiterKey(prefix string, owner driver.OwnerID) string {
-	return prefix + owner.String()
+// waiterKey is the etcd key of one acquisition: the lock's prefix, the id of
+// the shared lease the key is attached to, and a slot number that the
+// Locker hands to one acquisition of this lock at a time (see slots). So two
+// acquisitions never share an etcd key, even when they share a lease (the
+// shared-session bug of concurrency.Mutex, whose key is the prefix and the
+// lease id), while a Locker that takes the same lock again and again reuses
+// one name. Fresh names per acquisition would each leave a tombstone in
+// etcd's key index until the next compaction, and every range read over the
+// lock (the owner and predecessor reads) would wade through them: the
+// acquire cost would grow with the lock's history.
+func waiterKey(prefix string, lease clientv3.LeaseID, slot int) string {
+	return prefix + strconv.FormatInt(int64(lease), 16) + "-" + strconv.Itoa(slot)
+}
+
+// waiterValue is stored in the waiter key: the acquisition's owner id, which
+// also makes a key whose creation is in doubt deletable by its owner only,
+// and the owner label for inspection.
+func waiterValue(owner driver.OwnerID, label string) string {
+	return owner.String() + " " + label
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -59,7 +60,8 @@ type sharedLease struct {
 	mu      sync.Mutex
 	renewed time.Time // when the latest successful grant/renewal was sent
 	users   map[*lock]struct{}
-	cause   error // why the lease died
+	slots   map[slot]struct{} // waiter key names in use on this lease
+	cause   error             // why the lease died
 }
 
 // validFrom is the earliest Start a lock on this lease may claim: the lease
@@ -104,6 +106,46 @@ func (s *sharedLease) remove(l *lock) {
 	s.mu.Unlock()
 }
 
+// slot is one waiter key name of a lease: a lock's range and a number.
+type slot struct {
+	prefix string
+	n      int
+}
+
+// ownKey is the etcd key of one acquisition.
+type ownKey struct {
+	sl    *sharedLease
+	slot  slot
+	name  string
+	value string
+}
+
+// claim reserves the lowest free waiter key name of the lock range prefix
+// on this lease for one acquisition. The name stays reserved until the key
+// is known to be gone (free), so no two acquisitions ever use it at once.
+func (s *sharedLease) claim(prefix string, owner driver.OwnerID, label string) *ownKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := slot{prefix: prefix}
+	for ; ; k.n++ {
+		if _, used := s.slots[k]; !used {
+			break
+		}
+	}
+	if s.slots != nil {
+		s.slots[k] = struct{}{}
+	}
+	return &ownKey{sl: s, slot: k, name: waiterKey(prefix, s.id, k.n), value: waiterValue(owner, label)}
+}
+
+// free returns the name for reuse once the key is known to be gone. A name
+// whose key's fate is unknown is never freed: it dies with its lease.
+func (k *ownKey) free() {
+	k.sl.mu.Lock()
+	delete(k.sl.slots, k.slot)
+	k.sl.mu.Unlock()
+}
+
 // die marks the lease dead, takes it out of the pool and tells every lock
 // on it that it is lost.
 func (s *sharedLease) die(cause error) {
@@ -117,7 +159,7 @@ func (s *sharedLease) die(cause error) {
 	for l := range s.users {
 		users = append(users, l)
 	}
-	s.users = nil
+	s.users, s.slots = nil, nil
 	close(s.done)
 	s.mu.Unlock()
 
@@ -238,6 +280,7 @@ func (b *backend) grant(ctx context.Context, ttl time.Duration) (*sharedLease, e
 	s := &sharedLease{
 		b: b, id: resp.ID, ttl: ttl, leaseTTL: time.Duration(resp.TTL) * time.Second,
 		done: make(chan struct{}), renewed: sent, users: map[*lock]struct{}{},
+		slots: map[slot]struct{}{},
 	}
 	b.mu.Lock()
 	if b.closed {

@@ -14,6 +14,7 @@ import (
 type lock struct {
 	b     *backend
 	sl    *sharedLease
+	own   *ownKey
 	key   string
 	rev   int64 // the key's CreateRevision: the fencing token
 	start time.Time
@@ -65,6 +66,7 @@ func (l *lock) Release(ctx context.Context) error {
 		return err
 	}
 	l.sl.remove(l)
+	l.own.free() // deleted now, or gone before
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: key %q no longer exists with create revision %d", locker.ErrLeaseLost, l.key, l.rev)
 	}
@@ -80,7 +82,7 @@ func (l *lock) Release(ctx context.Context) error {
 func (l *lock) Expire(ctx context.Context) {
 	l.sl.remove(l)
 	bo := newBackoff()
-	for l.b.deleteOwn(ctx, l.key, l.rev) != nil {
+	for l.b.deleteOwn(ctx, l.own, l.rev) != nil {
 		if bo.sleep(ctx, l.sl) != nil {
 			return
 		}

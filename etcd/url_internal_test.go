@@ -83,9 +83,18 @@ func TestEscape_DistinctKeys_DisjointRanges(t *testing.T) {
 			}
 		}
 	}
-	o1, o2 := driver.NewOwnerID(), driver.NewOwnerID()
-	if waiterKey("p/a/", o1) == waiterKey("p/a/", o2) {
-		t.Error("two owners share a waiter key")
+	if waiterKey("p/a/", 1, 0) == waiterKey("p/a/", 1, 1) || waiterKey("p/a/", 1, 0) == waiterKey("p/a/", 2, 0) {
+		t.Error("two slots or two leases share a waiter key")
+	}
+	// Slots: a name is handed out once at a time, and reused once freed.
+	s := &sharedLease{id: 7, slots: map[slot]struct{}{}}
+	k0, k1 := s.claim("p/a/", driver.NewOwnerID(), ""), s.claim("p/a/", driver.NewOwnerID(), "")
+	if k0.name == k1.name {
+		t.Fatalf("two live acquisitions got the name %q", k0.name)
+	}
+	k0.free()
+	if k2 := s.claim("p/a/", driver.NewOwnerID(), ""); k2.name != k0.name {
+		t.Errorf("freed name %q not reused (got %q)", k0.name, k2.name)
 	}
 }
 
