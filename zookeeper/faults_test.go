@@ -143,14 +143,23 @@ func TestPartition_PastSessionTimeout_LeaseLost_NewHolderLargerToken_StaleWriteR
 	if err != nil {
 		t.Fatal(err)
 	}
+	other, err := a.Acquire(ctxT(t, 10*time.Second), "other", locker.WithTTL(5*testTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := guard.Admit(ctxT(t, 10*time.Second), "res", old.Token()); err != nil {
 		t.Fatalf("guard refused the first holder: %v", err)
 	}
 	proxy.Blackhole(t)
-	select {
-	case <-old.Done():
-	case <-time.After(testTTL + time.Second):
-		t.Fatal("the partitioned holder's lease did not end by its deadline")
+	// Every lease of the session ends, even one whose TTL is far longer than
+	// the session timeout: the server may expire the session S after it last
+	// heard from the client.
+	for _, lease := range []locker.Lease{old, other} {
+		select {
+		case <-lease.Done():
+		case <-time.After(testTTL + time.Second):
+			t.Fatalf("the partitioned holder's lease %q did not end within the session timeout", lease.Key())
+		}
 	}
 	if !errors.Is(old.Err(), locker.ErrLeaseLost) {
 		t.Fatalf("partitioned lease Err = %v, want ErrLeaseLost", old.Err())
@@ -415,5 +424,35 @@ func TestEnsemble_LeaderKilled_TokensIncrease_FencedWritesNeverOverlap(t *testin
 		if admitted[i] <= admitted[i-1] {
 			t.Fatalf("admitted tokens not strictly increasing at %d: %d after %d", i, admitted[i], admitted[i-1])
 		}
+	}
+}
+
+func TestOwnNodeDeletedByAnother_LeaseLostAtOnce(t *testing.T) {
+	addr := []string{testenv.ZooKeeper(t).Addr()}
+	root := freshRoot(t)
+	l := dial(t, addr, root, locker.WithTTL(testTTL))
+	lease, err := l.Acquire(ctxT(t, 10*time.Second), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawConn(t, addr, nil)
+	dir := lockDir(root, "k")
+	kids, _, err := c.Children(dir)
+	if err != nil || len(kids) != 1 {
+		t.Fatalf("queue = %v, %v; want the holder's node", kids, err)
+	}
+	if err := c.Delete(dir+"/"+kids[0], -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lease.Done():
+	case <-time.After(testTTL / 2):
+		t.Fatal("lease not ended after its node was deleted")
+	}
+	if !errors.Is(lease.Err(), locker.ErrLeaseLost) {
+		t.Fatalf("Err = %v, want ErrLeaseLost", lease.Err())
+	}
+	if err := lease.Release(ctxT(t, 10*time.Second)); !errors.Is(err, locker.ErrLeaseLost) {
+		t.Fatalf("Release after the loss = %v, want ErrLeaseLost", err)
 	}
 }
