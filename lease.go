@@ -160,15 +160,17 @@ func (l *lease) expire() {
 	}
 }
 
-// turn waits for this lease's turn to call into the driver.
-func (l *lease) turn(ctx context.Context) (release func(), err error) {
+// turn waits for this lease's turn to call into the driver; endTurn ends it.
+func (l *lease) turn(ctx context.Context) error {
 	select {
 	case l.ops <- struct{}{}:
-		return func() { <-l.ops }, nil
+		return nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
+
+func (l *lease) endTurn() { <-l.ops }
 
 func (l *lease) Refresh(ctx context.Context) error {
 	if err := l.Err(); err != nil {
@@ -177,11 +179,10 @@ func (l *lease) Refresh(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return &opError{l.c.name, "refresh", l.key, err}
 	}
-	done, err := l.turn(ctx)
-	if err != nil {
+	if err := l.turn(ctx); err != nil {
 		return &opError{l.c.name, "refresh", l.key, err}
 	}
-	defer done()
+	defer l.endTurn()
 	if err := l.Err(); err != nil {
 		return err
 	}
@@ -204,11 +205,10 @@ func (l *lease) Refresh(ctx context.Context) error {
 }
 
 func (l *lease) Release(ctx context.Context) error {
-	done, err := l.turn(ctx)
-	if err != nil {
+	if err := l.turn(ctx); err != nil {
 		return &opError{l.c.name, "release", l.key, err}
 	}
-	defer done()
+	defer l.endTurn()
 	l.mu.Lock()
 	switch l.state {
 	case released:
@@ -228,7 +228,7 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 
-	err = l.dl.Release(ctx)
+	err := l.dl.Release(ctx)
 	switch {
 	case err == nil:
 		l.endWith(released, ErrReleased)
@@ -253,11 +253,10 @@ func (l *lease) closeLocker() {
 func (l *lease) cleanupAfterClose() {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	done, err := l.turn(ctx)
-	if err != nil {
+	if l.turn(ctx) != nil {
 		return
 	}
-	defer done()
+	defer l.endTurn()
 	l.mu.Lock()
 	cleanup := l.state == lost && !l.cleaned
 	l.cleaned = true

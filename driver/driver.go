@@ -101,10 +101,14 @@ type Lock interface {
 	// larger than the token of every earlier acquisition of the same key.
 	Token() uint64
 
-	// Start is when the request that obtained the lock was sent, read from the
-	// monotonic clock (time.Now) before sending. The lock is valid on the
-	// server until at least Start + TTL. The portable layer derives the local
-	// deadline from it.
+	// Start is a moment, on the monotonic clock (time.Now), no later than
+	// when the server began counting the lock's TTL — usually read just
+	// before sending the request that obtained the lock. The lock is valid on
+	// the server until at least Start + TTL; the portable layer derives the
+	// local deadline from it and refuses a lock whose deadline has already
+	// passed. A backend whose grant can come long after its request (a
+	// server-side wait queue) re-anchors Start with a refresh sent after the
+	// wait, rather than report a Start from before the wait.
 	Start() time.Time
 
 	// Refresh extends the lock to ttl from a moment no earlier than when
