@@ -56,7 +56,20 @@ func (e *benchEnv) grant(b *testing.B) clientv3.LeaseID {
 	if err != nil {
 		b.Fatalf("grant: %v", err)
 	}
-	b.Cleanup(func() { _, _ = e.cli.Revoke(context.Background(), resp.ID) })
+	// Kept alive like the others' leases: a benchmark can outlive its TTL.
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := e.cli.KeepAlive(ctx, resp.ID)
+	if err != nil {
+		b.Fatalf("keepalive: %v", err)
+	}
+	go func() {
+		for range ch {
+		}
+	}()
+	b.Cleanup(func() {
+		cancel()
+		_, _ = e.cli.Revoke(context.Background(), resp.ID)
+	})
 	return resp.ID
 }
 

@@ -48,6 +48,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	if !resp.Succeeded {
 		l.sl.remove(l)
+		l.own.free() // the key is gone: its name may serve again
 		return fmt.Errorf("%w: key %q no longer exists with create revision %d", locker.ErrLeaseLost, l.key, l.rev)
 	}
 	return nil
