@@ -118,6 +118,7 @@ type ownKey struct {
 	slot  slot
 	name  string
 	value string
+	freed bool // under sl.mu: the slot went back, maybe to another acquisition
 }
 
 // claim reserves the lowest free waiter key name of the lock range prefix
@@ -142,7 +143,10 @@ func (s *sharedLease) claim(prefix string, owner driver.OwnerID, label string) *
 // whose key's fate is unknown is never freed: it dies with its lease.
 func (k *ownKey) free() {
 	k.sl.mu.Lock()
-	delete(k.sl.slots, k.slot)
+	if !k.freed {
+		k.freed = true
+		delete(k.sl.slots, k.slot)
+	}
 	k.sl.mu.Unlock()
 }
 
