@@ -1,0 +1,204 @@
+package benchkit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// errorCount counts failed operations and keeps the first.
+type errorCount struct {
+	n     atomic.Int64
+	once  sync.Once
+	first error
+}
+
+func (e *errorCount) add(err error) {
+	e.n.Add(1)
+	e.once.Do(func() { e.first = err })
+}
+
+func (e *errorCount) fill(r *Result) {
+	r.Errors = int(e.n.Load())
+	if r.Errors > 0 {
+		r.FirstError = e.first.Error()
+	}
+}
+
+// uncontended times n lock+release pairs on one key from one goroutine: the
+// cost of the lock when nobody else wants it.
+func uncontended(ctx context.Context, s *Subject, key string, n int, p *Progress) (*Result, error) {
+	lat := make([]time.Duration, 0, n)
+	t0 := time.Now()
+	for range n {
+		op := time.Now()
+		release, err := s.Mutex.Lock(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if err := release(ctx); err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(op))
+		p.add(1)
+	}
+	return &Result{Ops: n, Elapsed: time.Since(t0), samples: lat}, nil
+}
+
+// handoff has w goroutines take turns on one key until n handoffs have
+// happened. Its latency is from the moment a holder starts to release to the
+// moment the next holder's Lock returns: what a waiter pays on top of the
+// holder's own work, which native notification (no polling) keeps small.
+//
+// Only a grant to another waiter than the last holder counts as a handoff
+// (with one waiter, every grant does): a library that lets the releasing
+// goroutine take the lock straight back while the others sleep between
+// polls does not hand off, and its time doing so is part of the run's wall
+// time.
+//
+// Every waiter loops until it has been granted the lock once after the n-th
+// grant: nobody is cancelled, so libraries without context support stop as
+// cleanly as the others. The time of those last grants is not counted: the
+// run's elapsed time ends at the n-th grant.
+func handoff(ctx context.Context, s *Subject, key string, w, n int, p *Progress) (*Result, error) {
+	base := time.Now()
+	var (
+		remaining   atomic.Int64
+		lastRelease atomic.Int64 // since base, in ns; 0 before the first release
+		lastHolder  atomic.Int64 // the waiter that held last; -1 before the first grant
+		end         atomic.Int64 // since base, in ns: the n-th grant
+		mu          sync.Mutex
+		lat         = make([]time.Duration, 0, n)
+		errs        errorCount
+		wg          sync.WaitGroup
+	)
+	remaining.Store(int64(n))
+	lastHolder.Store(-1)
+	start := make(chan struct{})
+	for me := range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}()
+			for {
+				release, err := s.Mutex.Lock(ctx, key)
+				if err != nil {
+					errs.add(err)
+					return
+				}
+				got := time.Since(base)
+				// Only the holder touches lastHolder and remaining, so
+				// these steps need no lock of their own.
+				handed := w == 1 || lastHolder.Swap(int64(me)) != int64(me)
+				left := int64(0)
+				if handed {
+					left = remaining.Add(-1)
+				} else if remaining.Load() <= 0 {
+					left = -1
+				}
+				if handed && left >= 0 {
+					if r := lastRelease.Load(); r > 0 {
+						mine = append(mine, got-time.Duration(r))
+					}
+					if left == 0 {
+						end.Store(int64(got))
+					}
+				}
+				if left >= 0 {
+					lastRelease.Store(int64(time.Since(base)))
+				}
+				if err := release(ctx); err != nil {
+					errs.add(err)
+					return
+				}
+				if left < 0 {
+					return // the run is over; this grant was not counted
+				}
+				if handed {
+					p.add(1)
+				}
+			}
+		}()
+	}
+	t0 := time.Since(base)
+	close(start)
+	wg.Wait()
+	stop := time.Duration(end.Load())
+	if stop == 0 {
+		stop = time.Since(base)
+	}
+	r := &Result{Ops: n - int(max(0, remaining.Load())), Elapsed: stop - t0, samples: lat}
+	errs.fill(r)
+	if r.Errors > 0 && r.Ops < n {
+		return r, fmt.Errorf("%d of %d handoffs done; first error: %s", r.Ops, n, r.FirstError)
+	}
+	return r, nil
+}
+
+// manyKeys has workers goroutines lock and release keys picked at random
+// among keys, n pairs in all: throughput when locks rarely meet. With
+// inOrder the keys are taken in turn instead (the warm-up: every key once).
+func manyKeys(ctx context.Context, s *Subject, prefix string, workers, keys, n int, p *Progress, inOrder bool) (*Result, error) {
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s/%d", prefix, i)
+	}
+	var (
+		remaining atomic.Int64
+		mu        sync.Mutex
+		lat       = make([]time.Duration, 0, n)
+		errs      errorCount
+		wg        sync.WaitGroup
+	)
+	remaining.Store(int64(n))
+	t0 := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}()
+			for {
+				i := remaining.Add(-1)
+				if i < 0 {
+					return
+				}
+				k := rand.IntN(keys)
+				if inOrder {
+					k = int(i) % keys
+				}
+				op := time.Now()
+				release, err := s.Mutex.Lock(ctx, names[k])
+				if err == nil {
+					err = release(ctx)
+				}
+				if err != nil {
+					errs.add(err)
+					return
+				}
+				mine = append(mine, time.Since(op))
+				p.add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	r := &Result{Ops: len(lat), Elapsed: time.Since(t0), samples: lat}
+	errs.fill(r)
+	if r.Errors > 0 {
+		return r, fmt.Errorf("%d of %d operations failed; first error: %s", r.Errors, n, r.FirstError)
+	}
+	return r, nil
+}
