@@ -2,72 +2,20 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"runtime"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/benchkit"
+	"github.com/distlock/locker/benchkit/floor"
+	"github.com/distlock/locker/benchkit/servers"
 )
-
-// benchConfig holds the sizes of a bench run, from its flags.
-type benchConfig struct {
-	backends  []string
-	buyers    int
-	stock     int
-	pauses    int
-	pauseTTL  time.Duration
-	ops       int
-	waiters   int
-	ttl       time.Duration
-	rounds    int
-	workloads []string
-}
-
-// A workload is one measurement. Workloads that use a lock run once per
-// backend per round, interleaved across backends; the others (the unlocked
-// control) run once per round. New workloads (many keys, the raw floor of a
-// backend) are new entries in benchWorkloads.
-type workload struct {
-	name string // as given to --workloads
-	// perBackend is false for a workload that uses no lock.
-	perBackend bool
-	// units is how many progress steps one run makes.
-	units func(c *benchConfig) int
-	run   func(ctx context.Context, c *benchConfig, t *target, p *progress) (*result, error)
-}
-
-// benchWorkloads lists every workload in the order they run and print.
-var benchWorkloads = []*workload{
-	{name: "flash-sale", perBackend: true, units: func(c *benchConfig) int { return c.buyers }, run: flashSale},
-	{name: "flash-sale-unlocked", units: func(c *benchConfig) int { return c.buyers }, run: flashSaleUnlocked},
-	{name: "uncontended", perBackend: true, units: func(c *benchConfig) int { return c.ops }, run: uncontended},
-	{name: "handoff", perBackend: true, units: func(c *benchConfig) int { return c.ops }, run: handoff},
-}
-
-func workloadNames() []string {
-	names := make([]string, len(benchWorkloads))
-	for i, w := range benchWorkloads {
-		names[i] = w.name
-	}
-	return names
-}
-
-// A target is one backend under test.
-type target struct {
-	url string
-	l   locker.Locker
-	// prefix keeps this run's keys apart from any other run's on a shared
-	// server, and from what an earlier, interrupted run left behind.
-	prefix string
-}
-
-func (t *target) key(name string) string { return t.prefix + name }
 
 // stringList is a repeatable string flag.
 type stringList []string
@@ -75,28 +23,73 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// intList is a comma-separated list of integers.
+type intList []int
+
+func (l *intList) String() string {
+	s := make([]string, len(*l))
+	for i, n := range *l {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("%q is not a number", f)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
+}
+
+// benchOptions are the flags of bench beyond the workload sizes.
+type benchOptions struct {
+	backends []string
+	servers  bool
+	out      string
+	floors   bool
+	quick    bool
+}
+
 // bench implements "lockctl bench".
 func (a *app) bench(ctx context.Context, args []string) int {
-	c := &benchConfig{}
+	c := benchkit.NewConfig()
+	var o benchOptions
 	fset := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fset.SetOutput(a.stderr)
 	var backends stringList
-	fset.Var(&backends, "backend", "backend URL to measure; repeat to compare backends side by side (default memory://)")
-	fset.IntVar(&c.buyers, "buyers", 10000, "flash sale: concurrent buyers")
-	fset.IntVar(&c.stock, "stock", 100, "flash sale: units in stock")
-	fset.IntVar(&c.pauses, "pauses", 3, "flash sale: holders that stall past their TTL, as in a GC pause, then try to write")
-	fset.DurationVar(&c.pauseTTL, "pause-ttl", 100*time.Millisecond, "flash sale: lease TTL of the stalling holders")
-	fset.IntVar(&c.ops, "ops", 5000, "uncontended: acquire+release pairs; handoff: handoffs")
-	fset.IntVar(&c.waiters, "waiters", 32, "handoff: goroutines contending for one key")
-	fset.DurationVar(&c.ttl, "ttl", locker.DefaultTTL, "lease TTL of every other acquisition")
-	fset.IntVar(&c.rounds, "rounds", 1, "run every workload this many times, interleaving backends (A B A B …); results are totals")
-	only := fset.String("workloads", strings.Join(workloadNames(), ","), "comma-separated workloads to run")
+	waiters := intList(c.Waiters)
+	fset.Var(&backends, "backend", "backend URL to measure; repeat to compare backends side by side (default memory://, or the --servers)")
+	fset.BoolVar(&o.servers, "servers", false, "start Redis, 5 Redis masters for Redlock, etcd, ZooKeeper and PostgreSQL in Docker (from the images of scripts/test-images), bench them, remove them")
+	fset.StringVar(&o.out, "out", "", "write report.md, results.json and charts (SVG and PNG) into this directory")
+	fset.BoolVar(&o.floors, "floor", true, "measure each backend's raw floor (the bare round trips of its protocol) beside it")
+	fset.BoolVar(&o.quick, "quick", false, "tiny sizes and one round: a smoke test of seconds, not a measurement")
+	fset.IntVar(&c.Buyers, "buyers", c.Buyers, "flash sale: concurrent buyers")
+	fset.IntVar(&c.Stock, "stock", c.Stock, "flash sale: units in stock")
+	fset.IntVar(&c.Pauses, "pauses", c.Pauses, "flash sale: holders that stall past their TTL, as in a GC pause, then try to write")
+	fset.DurationVar(&c.PauseTTL, "pause-ttl", c.PauseTTL, "flash sale: lease TTL of the stalling holders")
+	fset.IntVar(&c.Ops, "ops", c.Ops, "uncontended: acquire+release pairs per round")
+	fset.Var(&waiters, "waiters", "handoff: comma-separated numbers of goroutines contending for one key")
+	fset.IntVar(&c.Handoffs, "handoffs", c.Handoffs, "handoff: handoffs per round and number of waiters")
+	fset.IntVar(&c.ManyWorkers, "many-workers", c.ManyWorkers, "many keys: concurrent workers")
+	fset.IntVar(&c.ManyKeys, "many-keys", c.ManyKeys, "many keys: keys the workers pick from at random")
+	fset.IntVar(&c.ManyOps, "many-ops", c.ManyOps, "many keys: acquire+release pairs per round")
+	fset.DurationVar(&c.TTL, "ttl", c.TTL, "lease TTL of every other acquisition")
+	fset.IntVar(&c.Rounds, "rounds", c.Rounds, "timed runs of every workload per backend, interleaving backends (A B A B …); results are totals")
+	only := fset.String("workloads", strings.Join(benchkit.AllKinds, ","), "comma-separated workloads to run")
 	fset.Usage = func() {
-		fmt.Fprint(fset.Output(), `Usage: lockctl bench [--backend URL]... [flags]
+		fmt.Fprint(fset.Output(), `Usage: lockctl bench [--backend URL]... [--servers] [--out DIR] [flags]
 
-Measures lock backends side by side: a flash sale with and without the lock
-(units sold, oversold, stale writes refused by the fencing guard), uncontended
-acquire+release, and handoff between many waiters on one key.
+Measures lock backends side by side, each workload interleaved across them:
+a flash sale with and without the lock (units sold, oversold, stale writes
+refused by the fencing guard), uncontended acquire+release, handoff between
+W waiters on one key, and many workers over many keys — each beside the
+backend's raw floor, the bare round trips its protocol needs.
 
 Flags:
 `)
@@ -111,32 +104,62 @@ Flags:
 	if fset.NArg() > 0 {
 		return a.failf(exitUsage, "bench: unexpected argument %q (backends are given with --backend URL)", fset.Arg(0))
 	}
-	c.backends = backends
-	if len(c.backends) == 0 {
-		c.backends = []string{"memory://"}
+	if o.quick {
+		// Quick sizes, then the flags again: explicit sizes win.
+		c.Quick()
+		waiters = intList(c.Waiters)
+		backends = nil
+		_ = fset.Parse(args)
 	}
-	c.workloads = strings.Split(*only, ",")
-	if err := c.validate(); err != nil {
+	c.Waiters = waiters
+	c.Workloads = strings.Split(*only, ",")
+	if err := c.Validate(); err != nil {
 		return a.failf(exitUsage, "bench: %v", err)
 	}
+	o.backends = backends
 
 	ctx, stop := a.cancelOnSignal(ctx)
 	defer stop()
-	targets, err := a.openTargets(ctx, c)
+	started := time.Now()
+	machine := benchkit.ThisMachine()
+	var info []benchkit.Server
+	if o.servers {
+		s, err := servers.Start(ctx, servers.Options{RedlockMasters: 5, Log: a.stderr})
+		if err != nil {
+			if sig := stop(); sig != nil {
+				return a.failf(signalStatus(sig), "bench: interrupted by %v", sig)
+			}
+			return a.failf(exitUnavailable, "bench: %v", err)
+		}
+		defer func() {
+			if err := s.Close(); err != nil {
+				fmt.Fprintf(a.stderr, "lockctl: bench: %v\n", err)
+			}
+		}()
+		o.backends = append(s.URLs(), o.backends...)
+		info = s.Info
+	}
+	if len(o.backends) == 0 {
+		o.backends = []string{"memory://"}
+	}
+
+	subjects, err := a.openSubjects(ctx, c, o)
 	defer func() {
-		for _, t := range targets {
-			_ = t.l.Close()
+		for _, s := range subjects {
+			if s.Close != nil {
+				_ = s.Close()
+			}
 		}
 	}()
 	if err != nil {
 		return a.failf(lockStatus(err), "bench: %v", err)
 	}
 
-	results, err := runBench(ctx, c, targets, newProgress(a.stderr, a.stderrIsTerminal))
+	results, err := benchkit.Run(ctx, c, subjects, benchkit.NewProgress(a.stderr, a.stderrIsTerminal))
 	if len(results) > 0 {
-		fmt.Fprintln(a.stdout, c.header())
+		fmt.Fprintln(a.stdout, header(c))
 		fmt.Fprintln(a.stdout)
-		writeTable(a.stdout, results)
+		benchkit.ResultsTable(results).WriteText(a.stdout)
 	}
 	if err != nil {
 		if sig := stop(); sig != nil {
@@ -145,102 +168,92 @@ Flags:
 		return a.failf(exitUnavailable, "bench: %v", err)
 	}
 	fmt.Fprintln(a.stdout)
-	if ok := writeVerdicts(a.stdout, results); !ok {
+	ok := benchkit.WriteVerdicts(a.stdout, results)
+	checks := benchkit.Targets(results)
+	if t := benchkit.TargetsTable(checks); t != nil {
+		fmt.Fprintln(a.stdout)
+		t.WriteText(a.stdout)
+	}
+	if o.out != "" {
+		r := &benchkit.Report{
+			Title:   "lockctl bench: backend against backend",
+			Command: "lockctl bench " + redactArgs(args), Started: started, Finished: time.Now(),
+			Machine: machine, Servers: info, Config: c, Results: results, Targets: checks,
+			Notes: []string{"Every backend runs each workload in turn within a round, beside its raw floor; ratios to the floor are what compare across machines."},
+		}
+		if err := r.Write(o.out); err != nil {
+			return a.failf(exitUnavailable, "bench: writing the report: %v", err)
+		}
+		fmt.Fprintf(a.stdout, "\nreport: %s\n", strings.TrimRight(o.out, "/")+"/report.md")
+	}
+	if !ok {
 		return exitFailed
 	}
 	return exitOK
 }
 
-func (c *benchConfig) validate() error {
-	for _, v := range []struct {
-		name string
-		n    int
-		min  int
-	}{{"buyers", c.buyers, 1}, {"stock", c.stock, 0}, {"pauses", c.pauses, 0}, {"ops", c.ops, 1}, {"waiters", c.waiters, 1}, {"rounds", c.rounds, 1}} {
-		if v.n < v.min {
-			return fmt.Errorf("--%s %d: want at least %d", v.name, v.n, v.min)
+// openSubjects opens every backend and, with o.floors, its floor right
+// after it. On error it returns those it opened, for the caller to close.
+func (a *app) openSubjects(ctx context.Context, c *benchkit.Config, o benchOptions) ([]*benchkit.Subject, error) {
+	var subjects []*benchkit.Subject
+	for _, u := range o.backends {
+		name := shortName(u)
+		l, err := a.open(ctx, u, locker.WithOwner("lockctl bench"))
+		if err != nil {
+			return subjects, err
+		}
+		subjects = append(subjects, benchkit.Ours(name, name, l, locker.WithTTL(c.TTL)))
+		if !o.floors {
+			continue
+		}
+		f, err := floor.ForURL(ctx, u, name)
+		if err != nil {
+			return subjects, fmt.Errorf("%w: %v", locker.ErrUnavailable, err)
+		}
+		if f != nil {
+			subjects = append(subjects, f)
 		}
 	}
-	if c.ttl <= 0 || c.pauseTTL <= 0 {
-		return errors.New("--ttl and --pause-ttl must be positive")
-	}
-	for _, name := range c.workloads {
-		if !slices.Contains(workloadNames(), name) {
-			return fmt.Errorf("--workloads: unknown workload %q (have %s)", name, strings.Join(workloadNames(), ", "))
-		}
-	}
-	return nil
+	return subjects, nil
 }
 
 // header describes the run, so that a pasted table says what it measured.
-func (c *benchConfig) header() string {
-	s := fmt.Sprintf("lockctl bench: flash sale %d buyers, %d units, %d paused holders; %d ops; %d waiters; TTL %v; GOMAXPROCS %d",
-		c.buyers, c.stock, c.pauses, c.ops, c.waiters, c.ttl, runtime.GOMAXPROCS(0))
-	if c.rounds > 1 {
-		s += fmt.Sprintf("; totals over %d rounds", c.rounds)
+func header(c *benchkit.Config) string {
+	s := fmt.Sprintf("lockctl bench: flash sale %d buyers, %d units, %d paused holders; %d ops; %d handoffs with %s waiters; many keys %d workers × %d keys, %d ops; TTL %v; GOMAXPROCS %d",
+		c.Buyers, c.Stock, c.Pauses, c.Ops, c.Handoffs, (*intList)(&c.Waiters).String(), c.ManyWorkers, c.ManyKeys, c.ManyOps, c.TTL, runtime.GOMAXPROCS(0))
+	if c.Rounds > 1 {
+		s += fmt.Sprintf("; totals over %d rounds", c.Rounds)
 	}
 	return s
 }
 
-// openTargets opens every backend; on error it returns those it opened, for
-// the caller to close.
-func (a *app) openTargets(ctx context.Context, c *benchConfig) ([]*target, error) {
-	var run [8]byte
-	_, _ = rand.Read(run[:])
-	prefix := "lockctl-bench/" + hex.EncodeToString(run[:]) + "/"
-	var targets []*target
-	for _, u := range c.backends {
-		l, err := a.open(ctx, u, locker.WithOwner("lockctl bench"))
-		if err != nil {
-			return targets, err
-		}
-		targets = append(targets, &target{url: u, l: l, prefix: prefix})
+// shortName names a backend in tables and charts: the URL without its
+// password and query, and with only the first of several hosts.
+func shortName(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
 	}
-	return targets, nil
+	u.User, u.RawQuery = nil, ""
+	if hosts := strings.Split(u.Host, ","); len(hosts) > 1 {
+		u.Host = fmt.Sprintf("%s,…(%d hosts)", hosts[0], len(hosts))
+	}
+	return strings.Replace(u.String(), "%E2%80%A6", "…", 1)
 }
 
-// runBench runs the selected workloads, each across all targets before the
-// next, and returns the results in the order they should print. On error it
-// returns what it measured so far.
-func runBench(ctx context.Context, c *benchConfig, targets []*target, p *progress) ([]*result, error) {
-	var selected []*workload
-	total := 0
-	for _, w := range benchWorkloads {
-		if !slices.Contains(c.workloads, w.name) {
-			continue
-		}
-		selected = append(selected, w)
-		n := w.units(c) * c.rounds
-		if w.perBackend {
-			n *= len(targets)
-		}
-		total += n
+// redact hides a URL's password.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
 	}
-	p.start(total)
-	defer p.finish()
-
-	var results []*result
-	for _, w := range selected {
-		runs := targets
-		if !w.perBackend {
-			runs = []*target{{url: ""}}
-		}
-		merged := make([]*result, len(runs))
-		for range c.rounds {
-			for i, t := range runs {
-				p.label(strings.TrimSpace(w.name + " " + t.url))
-				r, err := w.run(ctx, c, t, p)
-				if err != nil {
-					return append(results, compact(merged)...), fmt.Errorf("%s on %s: %w", w.name, t.url, err)
-				}
-				merged[i] = merged[i].merge(r)
-			}
-		}
-		results = append(results, merged...)
-	}
-	return results, nil
+	return u.Redacted()
 }
 
-func compact(rs []*result) []*result {
-	return slices.DeleteFunc(slices.Clone(rs), func(r *result) bool { return r == nil })
+func redactArgs(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = redact(a)
+	}
+	return strings.Join(out, " ")
 }

@@ -1,146 +1,37 @@
 package main
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/testenv"
 )
 
-// testConfig is the default bench configuration, with the sizes a test can
-// afford under the race detector.
-func testConfig() *benchConfig {
-	return &benchConfig{
-		buyers: 10000, stock: 100, pauses: 3, pauseTTL: 50 * time.Millisecond,
-		ops: 500, waiters: 16, ttl: locker.DefaultTTL, rounds: 1,
-	}
-}
-
-// memoryTarget opens a private memory backend for one test.
-func memoryTarget(t *testing.T) *target {
-	t.Helper()
-	l, err := locker.Open(context.Background(), "memory://"+t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return &target{url: "memory://" + t.Name(), l: l, prefix: "test/"}
-}
-
-func TestFlashSale_WithLock_SellsExactlyTheStock(t *testing.T) {
-	c := testConfig()
-	r, err := flashSale(context.Background(), c, memoryTarget(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Errors != 0 {
-		t.Fatalf("%d buyers failed, first: %s", r.Errors, r.FirstError)
-	}
-	if r.Sold != c.stock || r.Oversold != 0 || r.Left != 0 {
-		t.Errorf("sold %d, oversold %d, left %d; want %d sold, none oversold, none left", r.Sold, r.Oversold, r.Left, c.stock)
-	}
-	// The first paused buyer holds the lock before the crowd may move, so it
-	// reads a full stock and stalls; every paused buyer is followed by newer
-	// holders, whose reads make the guard refuse its stale write. (A paused
-	// buyer whose short lease ran out before its read is refused there.)
-	if r.Paused < 1 || r.Refused < r.Paused {
-		t.Errorf("paused %d, refused %d; want at least one pause, each refused", r.Paused, r.Refused)
-	}
-	if len(r.samples) != c.buyers {
-		t.Errorf("%d latency samples, want one per buyer (%d)", len(r.samples), c.buyers)
-	}
-}
-
-func TestFlashSale_WithoutLock_Oversells(t *testing.T) {
-	// 10,000 buyers released at once, each yielding between its read and its
-	// write: many read the same stock before any writes it back.
-	c := testConfig()
-	r, err := flashSaleUnlocked(context.Background(), c, &target{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Oversold <= 0 || r.Sold <= c.stock {
-		t.Errorf("sold %d of %d, oversold %d; the control run should oversell", r.Sold, c.stock, r.Oversold)
-	}
-}
-
-func TestFlashSale_NoPauses_OneBuyer(t *testing.T) {
-	c := testConfig()
-	c.buyers, c.pauses = 1, 0
-	r, err := flashSale(context.Background(), c, memoryTarget(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Sold != 1 || r.Left != c.stock-1 || r.Paused != 0 || r.Refused != 0 {
-		t.Errorf("got sold %d, left %d, paused %d, refused %d; want 1, %d, 0, 0", r.Sold, r.Left, r.Paused, r.Refused, c.stock-1)
-	}
-}
-
-func TestFlashSale_OnlyPausedBuyer_WriteAdmitted(t *testing.T) {
-	// Nobody comes after the paused holder, so nobody touched the stock while
-	// it stalled: its late write is correct and must be admitted.
-	c := testConfig()
-	c.buyers, c.pauses = 1, 1
-	r, err := flashSale(context.Background(), c, memoryTarget(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Paused != 1 || r.Refused != 0 || r.Sold != 1 || r.Errors != 0 {
-		t.Errorf("paused %d, refused %d, sold %d, errors %d (%s); want 1, 0, 1, 0", r.Paused, r.Refused, r.Sold, r.Errors, r.FirstError)
-	}
-}
-
-func TestUncontended_TimesEveryPair(t *testing.T) {
-	c := testConfig()
-	r, err := uncontended(context.Background(), c, memoryTarget(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Ops != c.ops || len(r.samples) != c.ops {
-		t.Errorf("ops %d, samples %d; want %d each", r.Ops, len(r.samples), c.ops)
-	}
-}
-
-func TestHandoff_CountsEveryHandoff(t *testing.T) {
-	c := testConfig()
-	tg := memoryTarget(t)
-	r, err := handoff(context.Background(), c, tg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Errors != 0 || r.Ops != c.ops {
-		t.Fatalf("ops %d, errors %d (%s); want %d, 0", r.Ops, r.Errors, r.FirstError, c.ops)
-	}
-	// Every grant but the first follows a release.
-	if len(r.samples) != c.ops-1 {
-		t.Errorf("%d handoff samples, want %d", len(r.samples), c.ops-1)
-	}
-	// Nothing left behind: the key is free.
-	lease, err := tg.l.TryAcquire(context.Background(), tg.key("handoff"))
-	if err != nil {
-		t.Fatalf("key still held after the run: %v", err)
-	}
-	_ = lease.Release(context.Background())
-}
+// TestMain removes the servers the real-backend bench tests shared.
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 func TestBench_TwoBackends_SideBySide(t *testing.T) {
 	a, stdout, stderr := testApp()
 	code := a.main(context.Background(), []string{"bench",
 		"--backend", "memory://" + t.Name() + "a", "--backend", "memory://" + t.Name() + "b",
-		"--buyers", "2000", "--ops", "200", "--waiters", "4", "--pause-ttl", "50ms", "--rounds", "2"})
+		"--buyers", "2000", "--ops", "200", "--waiters", "4", "--handoffs", "100", "--many-ops", "300",
+		"--pause-ttl", "50ms", "--rounds", "2"})
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 	}
 	out := stdout.String()
 	for _, want := range []string{
-		"ok    flash sale on memory://" + t.Name() + "a: 200 units sold of 200, none oversold",
-		"ok    flash sale on memory://" + t.Name() + "b: 200 units sold of 200, none oversold",
+		"ok    flash sale on memory://" + t.Name() + "a: 100 units sold of 100, none oversold",
+		"ok    flash sale on memory://" + t.Name() + "b: 100 units sold of 100, none oversold",
 		"without a lock:",
-		"uncontended acquire+release  memory://" + t.Name() + "a",
-		"handoff, 4 waiters           memory://" + t.Name() + "b",
+		"uncontended acquire+release       memory://" + t.Name() + "a",
+		"handoff, 4 waiters                memory://" + t.Name() + "b",
+		"many keys, 64 workers, 1000 keys  memory://" + t.Name() + "a",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -151,11 +42,63 @@ func TestBench_TwoBackends_SideBySide(t *testing.T) {
 	}
 }
 
+func TestBench_Out_WritesReportJSONAndCharts(t *testing.T) {
+	dir := t.TempDir()
+	a, stdout, stderr := testApp()
+	code := a.main(context.Background(), []string{"bench", "--quick", "--waiters", "1,4",
+		"--backend", "memory://" + t.Name(), "--out", dir})
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Machine", "## Results", "lockctl bench --quick", "![", "latency-all.svg", "handoff-latency-all.svg"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	for _, f := range []string{"latency-all.svg", "latency-all.png", "handoff-latency-all.svg", "handoff-latency-all.png", "handoff-rate-all.png"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("chart %s: %v", f, err)
+		}
+	}
+	var rep struct {
+		Results []struct {
+			Kind    string  `json:"kind"`
+			Waiters int     `json:"waiters"`
+			Ops     int     `json:"ops"`
+			P50     float64 `json:"p50_us"`
+		} `json:"results"`
+	}
+	js, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, r := range rep.Results {
+		kinds[r.Kind]++
+		if r.Ops == 0 {
+			t.Errorf("result %s/%d has no operations", r.Kind, r.Waiters)
+		}
+	}
+	// flash sale, its control, uncontended, handoff at 1 and 4, many keys.
+	if kinds["handoff"] != 2 || kinds["uncontended"] != 1 || kinds["many-keys"] != 1 || kinds["flash-sale"] != 1 {
+		t.Errorf("results by kind %v", kinds)
+	}
+}
+
 func TestBench_BadInput_Usage(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "--buyers", "0"},
 		{"bench", "--workloads", "nope"},
 		{"bench", "--ttl", "-1s"},
+		{"bench", "--waiters", "0"},
+		{"bench", "--waiters", "x"},
 		{"bench", "stray"},
 		{"bench", "--backend", "nosuch://x"},
 		{"bench", "--no-such-flag"},
@@ -167,28 +110,50 @@ func TestBench_BadInput_Usage(t *testing.T) {
 	}
 }
 
-func TestSummary_NearestRank(t *testing.T) {
-	r := &result{}
-	for i := 100; i >= 1; i-- {
-		r.samples = append(r.samples, time.Duration(i))
+// TestBench_RealBackends_Quick runs a quick bench of each backend beside its
+// floor against the testenv servers: the floors' clients and the URL
+// parsing that finds them must keep working.
+func TestBench_RealBackends_Quick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
 	}
-	got := r.summary()
-	want := latency{N: 100, P50: 50, P90: 90, P99: 99, Max: 100}
-	if got != want {
-		t.Errorf("summary %+v, want %+v", got, want)
+	for _, b := range []struct {
+		name  string
+		url   func(t *testing.T) string
+		floor string
+	}{
+		{"redis", func(t *testing.T) string { return "redis://" + testenv.Redis(t).Addr() }, "floor 2×PING"},
+		{"etcd", func(t *testing.T) string { return "etcd://" + testenv.Etcd(t).Addr() + "/" + t.Name() }, "floor txn put+delete"},
+		{"zookeeper", func(t *testing.T) string { return "zookeeper://" + testenv.ZooKeeper(t).Addr() + "/lockctl-bench" }, "floor create+children+delete"},
+		{"postgres", func(t *testing.T) string { return withQuery(t, testenv.PostgresDB(t), "pool_max_conns", "12") }, "floor 2×SELECT 1"},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			u := b.url(t)
+			a, stdout, stderr := testApp()
+			code := a.main(context.Background(), []string{"bench", "--quick", "--waiters", "1,4", "--many-workers", "8",
+				"--workloads", "flash-sale,uncontended,handoff,many-keys", "--backend", u})
+			if code != exitOK {
+				t.Fatalf("exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+			}
+			out := stdout.String()
+			for _, want := range []string{"ok    flash sale on ", "uncontended acquire+release", b.floor, "handoff, 4 waiters", "p50 ÷ floor"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+		})
 	}
 }
 
-func TestProgress_DrawsBar(t *testing.T) {
-	var buf bytes.Buffer
-	p := newProgress(&buf, true)
-	p.total = 4
-	p.add(1)
-	p.label("flash-sale memory://")
-	if got := p.line(); !strings.HasPrefix(got, "[=======>") || !strings.Contains(got, " 25%  flash-sale memory://") {
-		t.Errorf("line %q", got)
+// withQuery sets a query parameter of a URL.
+func withQuery(t *testing.T, raw, k, v string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if newProgress(&buf, false) != nil {
-		t.Error("progress bar made for a non-terminal")
-	}
+	q := u.Query()
+	q.Set(k, v)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
