@@ -202,7 +202,9 @@ func (c *client) Close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l.cleanupAfterClose()
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			l.cleanup(ctx)
 		}()
 	}
 	wg.Wait()

@@ -133,7 +133,16 @@ func (l *lease) lost(cause error) {
 		return
 	}
 	l.mu.Unlock()
-	l.endWith(lost, lostBecause(cause))
+	if l.endWith(lost, lostBecause(cause)) {
+		// The backend's entry may outlive the loss (a session that came
+		// back, say): remove it, conditionally on the owner, so the lock is
+		// free for others at once rather than when the holder calls Release.
+		l.c.background(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+			defer cancel()
+			l.cleanup(ctx)
+		})
+	}
 }
 
 // expire runs at the local deadline.
@@ -248,11 +257,10 @@ func (l *lease) closeLocker() {
 	l.endWith(lost, lostBecause(ErrClosed))
 }
 
-// cleanupAfterClose releases the lock on the backend, best effort, after the
-// Locker closed.
-func (l *lease) cleanupAfterClose() {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
+// cleanup releases the lock on the backend, best effort and at most once,
+// after the lease was lost (the Locker closed, the backend reported it).
+// The driver's release is conditional on the owner: a newer holder is safe.
+func (l *lease) cleanup(ctx context.Context) {
 	if l.turn(ctx) != nil {
 		return
 	}
