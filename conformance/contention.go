@@ -118,8 +118,14 @@ func testFIFO(t *testing.T, s *suite) {
 		wg    sync.WaitGroup
 	)
 	errs := make(chan error, waiters)
-	for i := range waiters {
-		l := s.locker(t)
+	// Connect every client first (a cold client's connection set-up can take
+	// longer than the gap between arrivals), so arrival order is call order.
+	lockers := make([]locker.Locker, waiters)
+	for i := range lockers {
+		lockers[i] = s.locker(t)
+		s.release(t, s.tryAcquire(t, lockers[i], key(t, "warm-up")))
+	}
+	for i, l := range lockers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
