@@ -34,6 +34,10 @@ type Config struct {
 	Rounds int           // timed runs of every workload per subject, interleaved
 	// NoWarmup skips the untimed first run of each workload per subject.
 	NoWarmup bool
+	// RunTimeout bounds one run of one workload on one subject (0: 10
+	// minutes): some clients (go-zookeeper) take no context, and a run
+	// stuck in one must end the benchmark with an error, not hang it.
+	RunTimeout time.Duration
 	// Prefix keeps this run's keys apart from other runs' on shared
 	// servers; NewConfig sets a random one.
 	Prefix string
@@ -49,7 +53,7 @@ var AllKinds = []string{KindFlashSale, KindFlashSaleUnlocked, KindUncontended, K
 func NewConfig() *Config {
 	return &Config{
 		Workloads: slices.Clone(AllKinds),
-		Ops:       2000, Waiters: slices.Clone(DefaultWaiters), Handoffs: 300,
+		Ops:       1000, Waiters: slices.Clone(DefaultWaiters), Handoffs: 200,
 		ManyWorkers: 64, ManyKeys: 1000, ManyOps: 2000,
 		Buyers: 10000, Stock: 100, Pauses: 3, PauseTTL: 100 * time.Millisecond,
 		TTL: locker.DefaultTTL, Rounds: 3, Prefix: RandomPrefix("bench"),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // A workload is one measurement, run once per applicable subject per round.
@@ -124,7 +125,7 @@ func Run(ctx context.Context, c *Config, subjects []*Subject, p *Progress) ([]*R
 		if !c.NoWarmup && w.perSubject {
 			for i, s := range runs {
 				p.label(w.label + " " + s.Name + " (warm-up)")
-				if _, err := w.run(ctx, s, key(i), true, nil); err != nil {
+				if _, err := c.bounded(ctx, func(ctx context.Context) (*Result, error) { return w.run(ctx, s, key(i), true, nil) }); err != nil {
 					return out, fmt.Errorf("%s on %s (warm-up): %w", w.label, s.Name, err)
 				}
 			}
@@ -137,7 +138,7 @@ func Run(ctx context.Context, c *Config, subjects []*Subject, p *Progress) ([]*R
 					name = s.Name
 				}
 				p.label(strings.TrimSpace(w.label + " " + name))
-				r, err := w.run(ctx, s, key(i), false, p)
+				r, err := c.bounded(ctx, func(ctx context.Context) (*Result, error) { return w.run(ctx, s, key(i), false, p) })
 				if r != nil {
 					r.Workload, r.Kind, r.Subject = w.label, w.kind, s
 					if w.kind == KindHandoff || w.kind == KindManyKeys {
@@ -167,4 +168,36 @@ func applicable(w *workload, subjects []*Subject) []*Subject {
 
 func compact(rs []*Result) []*Result {
 	return slices.DeleteFunc(slices.Clone(rs), func(r *Result) bool { return r == nil })
+}
+
+// bounded runs f, giving up after c.RunTimeout: its context is cancelled,
+// and if f still does not return (a client that ignores contexts), bounded
+// returns an error and leaves f's goroutines behind for the process's exit.
+func (c *Config) bounded(ctx context.Context, f func(ctx context.Context) (*Result, error)) (*Result, error) {
+	limit := c.RunTimeout
+	if limit <= 0 {
+		limit = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	type outcome struct {
+		r   *Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := f(ctx)
+		done <- outcome{r, err}
+	}()
+	select {
+	case o := <-done:
+		return o.r, o.err
+	case <-ctx.Done():
+	}
+	select {
+	case o := <-done:
+		return o.r, o.err
+	case <-time.After(10 * time.Second):
+		return nil, fmt.Errorf("no result %v after the run's limit of %v: stuck in a client that ignores its context", 10*time.Second, limit)
+	}
 }
