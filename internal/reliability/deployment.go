@@ -236,7 +236,7 @@ func Postgres(t testing.TB) *Deployment {
 	return d
 }
 
-// Server is the deployment's only server; for single-server deployments.
+// server is the deployment's only server; for single-server deployments.
 func (d *Deployment) server() *testenv.Server {
 	if len(d.servers) != 1 {
 		panic(fmt.Sprintf("reliability: %s has %d servers", d.Name, len(d.servers)))

@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/distlock/locker/internal/testenv"
@@ -16,19 +17,19 @@ func clientFaults(d *Deployment) []Fault {
 	return []Fault{
 		{Name: "client blackhole", Inject: func(h *Harm) {
 			for _, p := range h.slot() {
-				p.Blackhole(h.TB)
+				h.Do(p.Blackhole)
 				h.Undo(p.Heal)
 			}
 		}},
 		{Name: "client reset", Inject: func(h *Harm) {
 			for _, p := range h.slot() {
-				p.ResetPeer(h.TB)
+				h.Do(p.ResetPeer)
 				h.Undo(p.Heal)
 			}
 		}},
 		{Name: "client latency", Inject: func(h *Harm) {
 			for _, p := range h.slot() {
-				p.Latency(h.TB, d.TTL/4)
+				h.Do(func(tb testing.TB) { p.Latency(tb, d.TTL/4) })
 				h.Undo(p.Heal)
 			}
 		}},
@@ -43,7 +44,7 @@ func (h *Harm) slot() []*testenv.Proxy { return h.D.slots[h.Rng.IntN(len(h.D.slo
 func serverFaults(d *Deployment, persistent bool) []Fault {
 	s := d.server()
 	restartAtOnce := Fault{Name: "server kill+restart", Inject: func(h *Harm) {
-		s.Kill(h.TB)
+		h.Do(s.Kill)
 		h.Undo(s.Restart)
 	}, Hold: time.Millisecond}
 	if !persistent {
@@ -55,11 +56,11 @@ func serverFaults(d *Deployment, persistent bool) []Fault {
 	}
 	return []Fault{
 		{Name: "server pause", Inject: func(h *Harm) {
-			s.Pause(h.TB)
+			h.Do(s.Pause)
 			h.Undo(s.Unpause)
 		}},
 		{Name: "server kill, restart after TTL", Inject: func(h *Harm) {
-			s.Kill(h.TB)
+			h.Do(s.Kill)
 			h.Undo(s.Restart)
 		}, MinHold: d.TTL + 100*time.Millisecond},
 		restartAtOnce,
@@ -80,14 +81,14 @@ func redlockFaults(d *Deployment) []Fault {
 			Fault{Name: fmt.Sprintf("pause %d of 5 masters", k), Inject: func(h *Harm) {
 				for _, i := range h.pick(k) {
 					s := h.D.servers[i]
-					s.Pause(h.TB)
+					h.Do(s.Pause)
 					h.Undo(s.Unpause)
 				}
 			}},
 			Fault{Name: fmt.Sprintf("client cut from %d of 5 masters", k), Inject: func(h *Harm) {
 				slot := h.slot()
 				for _, i := range h.pick(k) {
-					slot[i].Blackhole(h.TB)
+					h.Do(slot[i].Blackhole)
 					h.Undo(slot[i].Heal)
 				}
 			}},
@@ -96,7 +97,7 @@ func redlockFaults(d *Deployment) []Fault {
 	kill := func(h *Harm) {
 		for _, i := range h.pick(2) {
 			s := h.D.servers[i]
-			s.Kill(h.TB)
+			h.Do(s.Kill)
 			h.Undo(s.Restart)
 		}
 	}
@@ -123,7 +124,7 @@ func clusterFaults(d *Deployment) []Fault {
 		panic("unreachable")
 	}
 	disconnect := func(h *Harm, s *testenv.Server) {
-		s.Disconnect(h.TB)
+		h.Do(s.Disconnect)
 		h.Undo(s.Reconnect)
 	}
 	return []Fault{
@@ -137,12 +138,12 @@ func clusterFaults(d *Deployment) []Fault {
 		}},
 		{Name: "pause the leader", Inject: func(h *Harm) {
 			l := c.Leader(h.TB)
-			l.Pause(h.TB)
+			h.Do(l.Pause)
 			h.Undo(l.Unpause)
 		}},
 		{Name: "kill the leader, restart", Inject: func(h *Harm) {
 			l := c.Leader(h.TB)
-			l.Kill(h.TB)
+			h.Do(l.Kill)
 			h.Undo(l.Restart)
 		}, Hold: time.Millisecond},
 	}

@@ -48,8 +48,27 @@ type Harm struct {
 }
 
 // Undo registers how to heal what was just broken. Heals run in reverse
-// order.
+// order, each retried like Do.
 func (h *Harm) Undo(f func(testing.TB)) { h.undos = append(h.undos, f) }
+
+// Do runs a testenv fault control, retrying it twice after a failure: on a
+// loaded machine Docker sometimes fails to freeze a container ("OCI runtime
+// pause failed: unable to freeze"), which says nothing about the backend.
+// The last failure stands.
+func (h *Harm) Do(f func(testing.TB)) { retry(h.TB.(*faultTB), f) }
+
+func retry(tb *faultTB, f func(testing.TB)) {
+	for i := 0; ; i++ {
+		err := tb.try(func() { f(tb) })
+		if err == nil {
+			return
+		}
+		if i == 2 {
+			panic(tbFailure{err.Error()})
+		}
+		time.Sleep(time.Duration(i+1) * 250 * time.Millisecond)
+	}
+}
 
 // Nemesis injects one fault again and again while a history's clients
 // run: a quiet spell, the fault for a hold, healed, and so on, until the run
@@ -119,7 +138,7 @@ func (n *Nemesis) once(ctx context.Context, faults *history.Faults, rng *rand.Ra
 			time.Sleep(d)
 		}
 		for i := len(h.undos) - 1; i >= 0; i-- {
-			if herr := tb.try(func() { h.undos[i](tb) }); herr != nil && err == nil {
+			if herr := tb.try(func() { retry(tb, h.undos[i]) }); herr != nil && err == nil {
 				err = fmt.Errorf("healing %s: %w", n.Fault.Name, herr)
 			}
 		}

@@ -40,7 +40,7 @@ func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault) {
 		t.Fatal(err)
 	}
 	res := out.Result
-	t.Logf("%s: %v; %d injections, %d fault windows", d.Name, res.Counts, out.Injected, len(res.Windows))
+	t.Logf("%s: %v; %d injections, %d fault windows, %d liveness retries", d.Name, res.Counts, out.Injected, len(res.Windows), out.LivenessRetries)
 	if f != nil && f.Outside != "" {
 		t.Logf("outside the guarantee (%s): %d mutual-exclusion violations, not counted", f.Outside, out.Outside)
 	}
