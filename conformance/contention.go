@@ -104,6 +104,9 @@ func increment(ctx context.Context, l locker.Locker, k string, guard *fencing.Me
 	return nil
 }
 
+// fifoGap separates the arrivals of FIFO waiters.
+const fifoGap = 250 * time.Millisecond
+
 // testFIFO: waiters queued one after another acquire in that order.
 func testFIFO(t *testing.T, s *suite) {
 	if !s.h.(FIFOHarness).FIFO() {
@@ -142,8 +145,9 @@ func testFIFO(t *testing.T, s *suite) {
 			}
 		}()
 		// Arrival order is what the test controls: give each waiter time to
-		// be queued before the next one starts.
-		time.Sleep(100 * time.Millisecond)
+		// be queued (one round trip, on a busy machine) before the next one
+		// starts.
+		time.Sleep(fifoGap)
 	}
 	s.release(t, holder)
 	wg.Wait()
