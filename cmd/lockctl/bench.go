@@ -234,11 +234,18 @@ func shortName(raw string) string {
 	if err != nil {
 		return raw
 	}
-	u.User, u.RawQuery = nil, ""
-	if hosts := strings.Split(u.Host, ","); len(hosts) > 1 {
-		u.Host = fmt.Sprintf("%s,…(%d hosts)", hosts[0], len(hosts))
+	if u.User == nil && !strings.Contains(u.Host, ",") {
+		return strings.SplitN(raw, "?", 2)[0] // as given: "memory://" stays so
 	}
-	return strings.Replace(u.String(), "%E2%80%A6", "…", 1)
+	u.User, u.RawQuery = nil, ""
+	hosts := strings.Split(u.Host, ",")
+	if len(hosts) == 1 {
+		return u.String()
+	}
+	u.Host = hosts[0]
+	s := u.String()
+	i := strings.Index(s, hosts[0]) + len(hosts[0])
+	return s[:i] + fmt.Sprintf(",…+%d", len(hosts)-1) + s[i:]
 }
 
 // redact hides a URL's password.

@@ -157,3 +157,15 @@ func withQuery(t *testing.T, raw, k, v string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+func TestShortName(t *testing.T) {
+	for in, want := range map[string]string{
+		"redlock://a:1,b:2,c:3/0?x=y":             "redlock://a:1,…+2/0",
+		"postgres://u:secret@h:5432/db?sslmode=x": "postgres://h:5432/db",
+		"memory://": "memory://",
+	} {
+		if got := shortName(in); got != want {
+			t.Errorf("shortName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
