@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -96,8 +97,9 @@ func (w *workload) rounds(c *Config) int {
 // Run runs the workloads c asks for on the subjects: each workload Rounds
 // times, every applicable subject once per round in the order given, after
 // an untimed warm-up run per subject (unless c.NoWarmup). It returns the
-// results, merged over rounds, in the order they print. On error it returns
-// what it measured so far.
+// results, merged over rounds, in the order they print. A failed run does
+// not stop the others: the errors are joined and returned with every result
+// measured; only a cancelled ctx stops early.
 func Run(ctx context.Context, c *Config, subjects []*Subject, p *Progress) ([]*Result, error) {
 	ws := c.workloads()
 	total := 0
@@ -112,6 +114,7 @@ func Run(ctx context.Context, c *Config, subjects []*Subject, p *Progress) ([]*R
 	defer p.finish()
 
 	var out []*Result
+	var failures []error
 	for _, w := range ws {
 		runs := []*Subject{nil}
 		if w.perSubject {
@@ -126,7 +129,12 @@ func Run(ctx context.Context, c *Config, subjects []*Subject, p *Progress) ([]*R
 			for i, s := range runs {
 				p.label(w.label + " " + s.Name + " (warm-up)")
 				if _, err := c.bounded(ctx, func(ctx context.Context) (*Result, error) { return w.run(ctx, s, key(i), true, nil) }); err != nil {
-					return out, fmt.Errorf("%s on %s (warm-up): %w", w.label, s.Name, err)
+					// A warm-up failure is reported, not fatal: the timed
+					// runs count their own errors.
+					failures = append(failures, fmt.Errorf("%s on %s (warm-up): %w", w.label, s.Name, err))
+					if ctx.Err() != nil {
+						return out, errors.Join(failures...)
+					}
 				}
 			}
 		}
@@ -147,13 +155,19 @@ func Run(ctx context.Context, c *Config, subjects []*Subject, p *Progress) ([]*R
 					merged[i] = merged[i].merge(r)
 				}
 				if err != nil {
-					return append(out, compact(merged)...), fmt.Errorf("%s on %s: %w", w.label, name, err)
+					// The result (if any) carries the error count; the
+					// other subjects and workloads still run, unless the
+					// run was stopped.
+					failures = append(failures, fmt.Errorf("%s on %s: %w", w.label, name, err))
+					if ctx.Err() != nil {
+						return append(out, compact(merged)...), errors.Join(failures...)
+					}
 				}
 			}
 		}
 		out = append(out, compact(merged)...)
 	}
-	return out, nil
+	return out, errors.Join(failures...)
 }
 
 func applicable(w *workload, subjects []*Subject) []*Subject {

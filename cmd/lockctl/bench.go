@@ -165,7 +165,8 @@ Flags:
 		if sig := stop(); sig != nil {
 			return a.failf(signalStatus(sig), "bench: interrupted by %v", sig)
 		}
-		return a.failf(exitUnavailable, "bench: %v", err)
+		// Runs that failed are reported; the rest of the report stands.
+		fmt.Fprintf(a.stderr, "lockctl: bench: %v\n", err)
 	}
 	fmt.Fprintln(a.stdout)
 	ok := benchkit.WriteVerdicts(a.stdout, results)
@@ -186,7 +187,10 @@ Flags:
 		}
 		fmt.Fprintf(a.stdout, "\nreport: %s\n", strings.TrimRight(o.out, "/")+"/report.md")
 	}
-	if !ok {
+	switch {
+	case err != nil:
+		return exitUnavailable
+	case !ok:
 		return exitFailed
 	}
 	return exitOK
