@@ -173,7 +173,10 @@ func Etcd(t testing.TB) *Deployment {
 // EtcdCluster is a 3-member etcd 3.6 cluster; clients know every member.
 func EtcdCluster(t testing.TB) *Deployment {
 	c := testenv.EtcdCluster(t)
-	d := &Deployment{Name: "etcd-3", TTL: time.Second, Liveness: 20 * time.Second, tb: t,
+	// After a partition of a majority heals, this cluster sometimes needs
+	// about 30 s to elect a leader again (a direct client's Grant fails
+	// meanwhile; see docs/reliability.md): the bound says so.
+	d := &Deployment{Name: "etcd-3", TTL: time.Second, Liveness: 60 * time.Second, tb: t,
 		servers: c.Nodes, cluster: c, connect: etcdConnect("rel-" + fresh() + "/")}
 	d.proxies(t)
 	d.Faults = clusterFaults(d)
@@ -242,4 +245,13 @@ func (d *Deployment) server() *testenv.Server {
 		panic(fmt.Sprintf("reliability: %s has %d servers", d.Name, len(d.servers)))
 	}
 	return d.servers[0]
+}
+
+// Addrs returns the servers' own addresses (not the proxies').
+func (d *Deployment) Addrs() []string {
+	a := make([]string, len(d.servers))
+	for i, s := range d.servers {
+		a[i] = s.Addr()
+	}
+	return a
 }
