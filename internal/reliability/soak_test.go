@@ -1,0 +1,210 @@
+package reliability_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/distlock/locker/history"
+	"github.com/distlock/locker/internal/reliability"
+)
+
+// The soak: go test ./internal/reliability -run '^TestSoak$' -soak 10m -v -timeout 0
+// (see docs/reliability.md). Without -soak, TestSoak skips: it is not part
+// of CI, the short tests above are.
+var (
+	soakFor      = flag.Duration("soak", 0, "soak: run histories for this long per backend, split evenly over its fault mix (0: skip the soak)")
+	soakBackends = flag.String("soak.backends", "memory,redis,redlock,etcd,zookeeper,postgres", "soak: the backends, comma-separated")
+	soakKeys     = flag.Int("soak.keys", 12, "soak: keys per history run (each key's history is checked on its own)")
+	soakParallel = flag.Int("soak.parallel", 1, "soak: backends soaked at once (each starts its own cluster containers)")
+	soakOut      = flag.String("soak.out", "", "soak: also write the table, in Markdown, to this file")
+)
+
+// backends maps a backend to its deployments.
+var backends = map[string][]func(testing.TB) *reliability.Deployment{
+	"memory":    {reliability.Memory},
+	"redis":     {reliability.Redis},
+	"redlock":   {reliability.Redlock},
+	"etcd":      {reliability.Etcd, reliability.EtcdCluster},
+	"zookeeper": {reliability.ZooKeeper, reliability.ZooKeeperEnsemble},
+	"postgres":  {reliability.Postgres},
+}
+
+// row is one line of the table: a deployment under one fault.
+type row struct {
+	backend, deployment, fault, outside string
+	counts                              history.Counts
+	failedRuns, outsideViolations       int
+	injections, livenessRetries         int
+}
+
+func TestSoak(t *testing.T) {
+	if *soakFor <= 0 {
+		t.Skip("the soak runs only with -soak=DURATION (see docs/reliability.md)")
+	}
+	names := strings.Split(*soakBackends, ",")
+	for _, n := range names {
+		if backends[n] == nil {
+			t.Fatalf("-soak.backends: unknown backend %q", n)
+		}
+	}
+	start := time.Now()
+	results := make([][]*row, len(names))
+	sem := make(chan struct{}, max(1, *soakParallel))
+	t.Run("backends", func(t *testing.T) {
+		for i, name := range names {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				results[i] = soakBackend(t, name)
+			})
+		}
+	})
+	var all []*row
+	for _, rs := range results {
+		all = append(all, rs...)
+	}
+	host, _ := os.Hostname()
+	header := fmt.Sprintf("Soak of %v per backend, %s, finished %s, on %s (%d CPUs, %s/%s, %s), %v in all.",
+		*soakFor, *soakBackends, time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
+		runtime.Version(), time.Since(start).Round(time.Second))
+	table := markdown(all)
+	t.Logf("%s\n\n%s", header, plain(all))
+	if *soakOut != "" {
+		if err := os.WriteFile(*soakOut, []byte(header+"\n\n"+table), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// soakBackend runs every deployment of a backend under every fault of its
+// catalogue, and without faults, for an even share of -soak each.
+func soakBackend(t *testing.T, name string) []*row {
+	type job struct {
+		d *reliability.Deployment
+		f *reliability.Fault
+	}
+	var rows []*row
+	for _, mk := range backends[name] {
+		// Each deployment in a subtest of its own, so that its cluster
+		// is removed before the next one starts.
+		t.Run("", func(t *testing.T) {
+			d := mk(t)
+			jobs := []job{{d, nil}}
+			for _, f := range d.Faults {
+				jobs = append(jobs, job{d, &f})
+			}
+			share := *soakFor / time.Duration(len(jobs)*len(backends[name]))
+			for _, j := range jobs {
+				r := &row{backend: name, deployment: d.Name, fault: "none"}
+				if j.f != nil {
+					r.fault, r.outside = j.f.Name, j.f.Outside
+				}
+				rows = append(rows, r)
+				for end := time.Now().Add(share); time.Now().Before(end) || r.counts.Runs == 0; {
+					if t.Context().Err() != nil {
+						return
+					}
+					soakOnce(t, j.d, j.f, r)
+				}
+				t.Logf("%s / %s: %v, %d injections", d.Name, r.fault, r.counts, r.injections)
+			}
+		})
+	}
+	return rows
+}
+
+func soakOnce(t *testing.T, d *reliability.Deployment, f *reliability.Fault, r *row) {
+	o := reliability.RunOptions{Keys: *soakKeys}
+	if d.Name == "memory" {
+		o.Duration = time.Second
+	}
+	out, err := d.Run(t.Context(), f, o)
+	if err != nil {
+		t.Errorf("%s / %s: %v", d.Name, r.fault, err)
+		r.failedRuns++
+		return
+	}
+	r.counts.Add(out.Result.Counts)
+	// Violations that count are the ones Judge kept; the table shows
+	// those, and the outside ones apart.
+	r.counts.Violations += len(out.Failed) - out.Result.Counts.Violations
+	r.outsideViolations += out.Outside
+	r.injections += out.Injected
+	r.livenessRetries += out.LivenessRetries
+	if !out.OK() {
+		r.failedRuns++
+		res := out.Result
+		t.Errorf("%s / %s, seed %d: %d violations, %d unknown checks, nemesis error %v", d.Name, r.fault, res.Seed, len(out.Failed), len(res.UnknownKeys), res.NemesisErr)
+		for _, v := range out.Failed {
+			t.Errorf("%v", v)
+		}
+		writeVisualization(t, res)
+	}
+}
+
+var columns = []string{"backend", "deployment", "fault", "guarantee", "runs", "injections", "histories", "operations",
+	"acquisitions", "stale writes refused", "ambiguous ops", "violations", "unknown checks", "mutex violations outside guarantee", "liveness retries"}
+
+func (r *row) cells() []string {
+	g := "within"
+	out := "–"
+	if r.outside != "" {
+		g = "outside: fencing only"
+		out = fmt.Sprint(r.outsideViolations)
+	}
+	c := r.counts
+	return []string{r.backend, r.deployment, r.fault, g, fmt.Sprint(c.Runs), fmt.Sprint(r.injections), fmt.Sprint(c.Histories),
+		fmt.Sprint(c.Operations), fmt.Sprint(c.Acquisitions), fmt.Sprint(c.StaleWritesRefused), fmt.Sprint(c.Ambiguous),
+		fmt.Sprint(c.Violations), fmt.Sprint(c.Unknown), out, fmt.Sprint(r.livenessRetries)}
+}
+
+// totals adds up the rows of each backend.
+func totals(rows []*row) []*row {
+	var out []*row
+	byName := map[string]*row{}
+	for _, r := range rows {
+		tr := byName[r.backend]
+		if tr == nil {
+			tr = &row{backend: r.backend, deployment: "all", fault: "**total**"}
+			byName[r.backend] = tr
+			out = append(out, tr)
+		}
+		tr.counts.Add(r.counts)
+		tr.injections += r.injections
+		tr.livenessRetries += r.livenessRetries
+		tr.outsideViolations += r.outsideViolations
+		tr.failedRuns += r.failedRuns
+		if r.outside != "" {
+			tr.outside = "mixed"
+		}
+	}
+	return out
+}
+
+func markdown(rows []*row) string {
+	var b strings.Builder
+	b.WriteString("| " + strings.Join(columns, " | ") + " |\n|")
+	b.WriteString(strings.Repeat(" --- |", len(columns)) + "\n")
+	for _, r := range append(append([]*row(nil), rows...), totals(rows)...) {
+		b.WriteString("| " + strings.Join(r.cells(), " | ") + " |\n")
+	}
+	return b.String()
+}
+
+func plain(rows []*row) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(columns, "\t"))
+	for _, r := range append(append([]*row(nil), rows...), totals(rows)...) {
+		fmt.Fprintln(w, strings.Join(r.cells(), "\t"))
+	}
+	w.Flush()
+	return b.String()
+}
