@@ -63,7 +63,8 @@ func NewConfig() *Config {
 // Quick shrinks c to a run of seconds: for CI and smoke tests.
 // Explicit flags parsed after it still win.
 func (c *Config) Quick() {
-	c.Ops, c.Handoffs, c.ManyOps, c.Buyers, c.Stock, c.Pauses, c.Rounds = 50, 30, 200, 500, 20, 1, 1
+	c.Ops, c.Handoffs, c.Buyers, c.Stock, c.Pauses, c.Rounds = 30, 20, 500, 20, 1, 1
+	c.ManyWorkers, c.ManyKeys, c.ManyOps = 16, 50, 100
 	c.Waiters = []int{1, 8}
 }
 
