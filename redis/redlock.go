@@ -100,10 +100,65 @@ type nodeResult struct {
 	holder string // the holder's owner value, when not ok
 }
 
-// round is one Redlock acquisition round. It returns the lock; or, when other
-// owners hold too many masters, how long until enough of them free up; or an
-// error when too many masters failed for any majority to answer.
-func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driver.Lock, time.Duration, error) {
+// ErrContended is wrapped by the error of a Redlock TryAcquire whose last
+// round ended split between contenders: no owner — neither the caller nor
+// another — was granted a majority, and the silent masters (if any) could
+// not have made one, so nobody held the lock and the caller did not get it
+// either. Package locker reports it as ErrUnavailable (it is not ErrLocked:
+// there was no holder); errors.Is tells it apart. Trying again later, or
+// Acquire, usually succeeds.
+var ErrContended = errors.New("redis: redlock contenders split the masters, no owner holds a majority")
+
+// roundState is how a round that neither took the lock nor failed outright
+// (too many masters silent, or a majority granted without a token or
+// validity) ended.
+type roundState int
+
+const (
+	// held: another owner's grants alone make a quorum; it holds the lock.
+	held roundState = iota + 1
+	// unknown: another owner's grants, with the masters that did not
+	// answer, could make a quorum; nobody can tell whether it holds the lock.
+	unknown
+	// split: the masters that answered are split between contenders and,
+	// whatever the silent ones hold, nobody has a quorum.
+	split
+)
+
+// verdict is the outcome of a round that did not take the lock and did not
+// fail outright.
+type verdict struct {
+	state roundState
+	// wait, when held or unknown: the longest remaining TTL of that owner's
+	// grants, an upper bound on how long to wait for them.
+	wait time.Duration
+	// silent is how many masters did not answer; errs what they said.
+	silent int
+	errs   []error
+	// others is, per other owner that answered, how many masters it holds;
+	// granted how many granted this round (undone since).
+	others  []int
+	granted int
+}
+
+// err is TryAcquire's answer to a round that ended as v after rounds rounds.
+func (v verdict) err(nodes, quorum, rounds int) error {
+	switch v.state {
+	case held:
+		return locker.ErrLocked
+	case unknown:
+		return fmt.Errorf("redlock: %d of %d masters did not answer; cannot tell whether the lock is held (other owners hold %v of the answering ones, quorum %d): %w",
+			v.silent, nodes, v.others, quorum, errors.Join(v.errs...))
+	}
+	return fmt.Errorf("redlock: after %d rounds, grants split among the %d masters (this attempt %d, other owners %v, silent %d), quorum %d: %w",
+		rounds, nodes, v.granted, v.others, v.silent, quorum, ErrContended)
+}
+
+// round is one Redlock acquisition round. It returns the lock; or an error
+// when too many masters failed for any majority to answer (or a majority
+// granted but the token or the validity failed); or else the verdict: whether
+// another owner holds the lock, may hold it, or the masters are split.
+func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driver.Lock, verdict, error) {
 	val, owner := value(req), req.Owner.String()
 	timeout := r.timeout(req.TTL)
 	res := make([]nodeResult, len(r.nodes))
@@ -117,7 +172,7 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driv
 	var granted, failed int
 	var token int64
 	var errs []error
-	held := map[string][]time.Duration{} // other owners' remaining TTLs, per owner
+	others := map[string][]time.Duration{} // other owners' remaining TTLs, per owner
 	for i, x := range res {
 		switch {
 		case x.err != nil:
@@ -127,7 +182,7 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driv
 			granted++
 			token = max(token, x.n)
 		default:
-			held[x.holder] = append(held[x.holder], time.Duration(x.n)*time.Millisecond)
+			others[x.holder] = append(others[x.holder], time.Duration(x.n)*time.Millisecond)
 		}
 	}
 
@@ -138,7 +193,7 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driv
 		fenced := r.raiseFences(ctx, res, n, val, token, timeout)
 		validity := req.TTL - time.Since(start) - locker.DriftMargin(req.TTL)
 		if fenced >= r.quorum && validity > 0 {
-			return &rlock{r: r, n: n, val: val, owner: owner, token: uint64(token), start: start, ttl: req.TTL}, 0, nil
+			return &rlock{r: r, n: n, val: val, owner: owner, token: uint64(token), start: start, ttl: req.TTL}, verdict{}, nil
 		}
 		if validity <= 0 {
 			errs = append(errs, fmt.Errorf("redlock: round took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), req.TTL))
@@ -155,18 +210,26 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driv
 	r.releaseAll(context.WithoutCancel(ctx), n, val, "", timeout)
 
 	if failed > len(r.nodes)-r.quorum {
-		return nil, 0, fmt.Errorf("redlock: %d of %d masters failed, quorum %d: %w", failed, len(r.nodes), r.quorum, errors.Join(errs...))
+		return nil, verdict{}, fmt.Errorf("redlock: %d of %d masters failed, quorum %d: %w", failed, len(r.nodes), r.quorum, errors.Join(errs...))
 	}
-	// Another owner may hold the lock if its grants, with the masters that
-	// did not answer, make a majority: wait until its grants expire (or for
-	// its release). Otherwise the round was a split between contenders, and
-	// only jitter separates their next rounds.
-	for _, pttls := range held {
-		if len(pttls)+failed >= r.quorum {
-			return nil, slices.Max(pttls), nil
+	// Another owner holds the lock if its grants alone make a majority (only
+	// one owner can). It may hold it if its grants, with the masters that did
+	// not answer, make a majority: nobody can tell. Either way a waiter waits
+	// until its grants expire (or for its release). Otherwise the round was a
+	// split between contenders, and only jitter separates their next rounds.
+	v := verdict{state: split, wait: -1, silent: failed, errs: errs, granted: granted}
+	for _, pttls := range others {
+		v.others = append(v.others, len(pttls))
+		switch {
+		case len(pttls) >= r.quorum:
+			v.state, v.wait = held, slices.Max(pttls)
+		case len(pttls)+failed >= r.quorum && v.state == split:
+			v.state, v.wait = unknown, slices.Max(pttls)
 		}
 	}
-	return nil, -1, nil
+	slices.Sort(v.others)
+	slices.Reverse(v.others)
+	return nil, v, nil
 }
 
 // raiseFences sets the fence of every granting master that is below token,
@@ -225,12 +288,43 @@ func jitter(span time.Duration, n int, ttl time.Duration) time.Duration {
 	return rand.N(min(span<<min(n, 6), ttl/2) + time.Millisecond)
 }
 
+// tryRounds bounds the rounds of one TryAcquire: when a round is split
+// between contenders (or cannot tell, for silent masters, whether another
+// owner holds the lock) a few more rounds, separated by jitter, usually
+// decide it — one contender wins, or shows up as the majority holder. It is
+// still one attempt: TryAcquire never waits for a holder.
+const tryRounds = 3
+
 func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	l, _, err := r.round(ctx, req, r.names(req.Key))
-	if l == nil && err == nil {
-		return nil, locker.ErrLocked
+	n := r.names(req.Key)
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for i := 1; ; i++ {
+		start := time.Now()
+		l, v, err := r.round(ctx, req, n)
+		if l != nil || err != nil {
+			return l, err
+		}
+		if v.state == held || i == tryRounds || ctx.Err() != nil {
+			return nil, v.err(len(r.nodes), r.quorum, i)
+		}
+		// As Acquire does on a split: spread over a few round durations.
+		d := jitter(2*time.Since(start), i-1, req.TTL)
+		if t == nil {
+			t = time.NewTimer(d)
+		} else {
+			t.Reset(d)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, v.err(len(r.nodes), r.quorum, i)
+		}
 	}
-	return l, err
 }
 
 // failedRounds is how many rounds in a row may fail for want of answering
@@ -264,18 +358,18 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	splits := 0
 	for {
 		start := time.Now()
-		l, wait, err := r.retryRound(ctx, req, n)
+		l, v, err := r.retryRound(ctx, req, n)
 		if l != nil || err != nil {
 			return l, err
 		}
 		var d time.Duration
-		if wait < 0 {
+		if v.state == split {
 			// Spread over a few round durations: enough for one contender's
 			// round to finish before the next one's starts.
 			d = jitter(2*time.Since(start), splits, req.TTL)
 			splits++
 		} else {
-			d = fallbackWait(wait, req.TTL)
+			d = fallbackWait(v.wait, req.TTL)
 			splits = 0
 		}
 		if timer == nil {
@@ -294,18 +388,18 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 
 // retryRound runs rounds until one does not fail for want of masters, at
 // most failedRounds of them, separated by jitter.
-func (r *redlock) retryRound(ctx context.Context, req *driver.Request, n names) (driver.Lock, time.Duration, error) {
+func (r *redlock) retryRound(ctx context.Context, req *driver.Request, n names) (driver.Lock, verdict, error) {
 	for i := 1; ; i++ {
-		l, wait, err := r.round(ctx, req, n)
+		l, v, err := r.round(ctx, req, n)
 		if err == nil || i == failedRounds || ctx.Err() != nil {
-			return l, wait, err
+			return l, v, err
 		}
 		t := time.NewTimer(jitter(r.timeout(req.TTL), i-1, req.TTL))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, 0, err
+			return nil, verdict{}, err
 		}
 	}
 }

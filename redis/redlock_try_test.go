@@ -1,0 +1,162 @@
+package redis_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/redis"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// TryAcquire over Redlock says ErrLocked only when another owner's grants
+// alone make a majority. Other owners' grants are planted on chosen masters
+// with the package's own acquire script and key names, so each case is
+// deterministic:
+//
+//   - another owner on 3 of 5: ErrLocked (also with the other 2 silent);
+//   - another owner on 2 of 5, the rest free: the lock is ours;
+//   - two other owners on 2 of 5 each (a split nobody can win): not
+//     ErrLocked — ErrUnavailable wrapping redis.ErrContended, after a few
+//     rounds, with nothing left behind;
+//   - another owner on 1 of 3 answering masters, 2 silent: it may hold 3,
+//     nobody can tell — ErrUnavailable, not ErrLocked, not ErrContended;
+//   - Acquire over a split waits until the planted grants expire, then wins.
+func TestRedlock_TryAcquire_ErrLockedOnlyForAMajorityHolder(t *testing.T) {
+	c := testenv.RedisMasters(t, 5)
+	addrs := c.Addrs()
+	const ttl = 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	src, err := os.ReadFile("acquire.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := goredis.NewScript(string(src))
+	// plant grants key to owner on the masters of addrs at idx, as that
+	// owner's acquire round would have, with a PX of px.
+	plant := func(t *testing.T, prefix, key, owner string, px time.Duration, idx ...int) {
+		t.Helper()
+		p := prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}"
+		for _, i := range idx {
+			v, err := acquire.Run(ctx, direct(t, addrs[i]), []string{p + ":lock", p + ":fence"}, owner+" planted", px.Milliseconds()).Slice()
+			if err != nil || len(v) < 1 || v[0] != int64(1) {
+				t.Fatalf("planting %s on master %d: %v %v", owner, i, v, err)
+			}
+		}
+	}
+	// newLocker is a Redlock over addrs with the masters at silent replaced
+	// by addresses nothing listens on.
+	newLocker := func(t *testing.T, prefix string, silent ...int) locker.Locker {
+		t.Helper()
+		as := append([]string(nil), addrs...)
+		for _, i := range silent {
+			as[i] = closedAddr(t)
+		}
+		l, err := redis.NewRedlockWith(connectMasters(as), redis.Config{Prefix: prefix, CloseClients: true}, locker.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	noLocksOf := func(t *testing.T, prefix string, idx ...int) {
+		t.Helper()
+		for _, i := range idx {
+			for _, k := range lockKeys(t, addrs[i]) {
+				if strings.HasPrefix(k, `"`+prefix) {
+					t.Errorf("master %d keeps lock key %s after a failed TryAcquire", i, k)
+				}
+			}
+		}
+	}
+
+	t.Run("majority holder", func(t *testing.T) {
+		prefix := testPrefix()
+		plant(t, prefix, "k", "other", ttl, 0, 2, 4)
+		start := time.Now()
+		_, err := newLocker(t, prefix).TryAcquire(ctx, "k")
+		if !errors.Is(err, locker.ErrLocked) || errors.Is(err, locker.ErrUnavailable) {
+			t.Fatalf("TryAcquire with another owner on 3 of 5 = %v, want ErrLocked", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("TryAcquire took %v to report a majority holder: one round should do", d)
+		}
+		noLocksOf(t, prefix, 1, 3)
+	})
+
+	t.Run("majority holder, 2 silent", func(t *testing.T) {
+		prefix := testPrefix()
+		plant(t, prefix, "k", "other", ttl, 0, 1, 2)
+		_, err := newLocker(t, prefix, 3, 4).TryAcquire(ctx, "k")
+		if !errors.Is(err, locker.ErrLocked) {
+			t.Fatalf("TryAcquire with another owner on the 3 answering masters = %v, want ErrLocked", err)
+		}
+	})
+
+	t.Run("minority holder", func(t *testing.T) {
+		prefix := testPrefix()
+		plant(t, prefix, "k", "other", ttl, 1, 3)
+		lease, err := newLocker(t, prefix).TryAcquire(ctx, "k")
+		if err != nil {
+			t.Fatalf("TryAcquire with another owner on 2 of 5, 3 free = %v, want the lock", err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("split", func(t *testing.T) {
+		prefix := testPrefix()
+		plant(t, prefix, "k", "a", ttl, 0, 1)
+		plant(t, prefix, "k", "b", ttl, 2, 3)
+		_, err := newLocker(t, prefix).TryAcquire(ctx, "k")
+		if errors.Is(err, locker.ErrLocked) {
+			t.Fatalf("TryAcquire on a split (2, 2, 1 free) = %v: nobody holds a majority, it must not be ErrLocked", err)
+		}
+		if !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, redis.ErrContended) {
+			t.Fatalf("TryAcquire on a split = %v, want ErrUnavailable wrapping redis.ErrContended", err)
+		}
+		noLocksOf(t, prefix, 4)
+	})
+
+	t.Run("undecidable", func(t *testing.T) {
+		prefix := testPrefix()
+		plant(t, prefix, "k", "other", ttl, 0)
+		_, err := newLocker(t, prefix, 3, 4).TryAcquire(ctx, "k")
+		if errors.Is(err, locker.ErrLocked) || errors.Is(err, redis.ErrContended) {
+			t.Fatalf("TryAcquire with another owner on 1 of 3 answering masters, 2 silent = %v: nobody can tell, want ErrUnavailable only", err)
+		}
+		if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), "2 of 5 masters did not answer; cannot tell whether the lock is held") {
+			t.Fatalf("TryAcquire with another owner on 1 of 3 answering masters, 2 silent = %v, want ErrUnavailable saying the masters did not answer", err)
+		}
+		noLocksOf(t, prefix, 1, 2)
+	})
+
+	t.Run("Acquire over a split", func(t *testing.T) {
+		prefix := testPrefix()
+		const px = 1500 * time.Millisecond
+		plant(t, prefix, "k", "a", px, 0, 1)
+		plant(t, prefix, "k", "b", px, 2, 3)
+		start := time.Now()
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		lease, err := newLocker(t, prefix).Acquire(actx, "k")
+		if err != nil {
+			t.Fatalf("Acquire over a split that expires in %v = %v", px, err)
+		}
+		if d := time.Since(start); d < px-100*time.Millisecond {
+			t.Errorf("Acquire won after %v, before the planted grants expired (%v)", d, px)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
