@@ -39,26 +39,36 @@
 //
 // # lockctl bench
 //
-// Bench measures each backend given with --backend (memory:// by default) in
-// one run, each workload interleaved across the backends so that drift in a
-// shared machine hits all of them alike:
+// Bench measures each backend given with --backend (memory:// by default; with
+// --servers, Redis, Redlock over 5 masters, etcd, ZooKeeper and PostgreSQL
+// started in Docker from the images of scripts/test-images, and removed
+// afterwards) in one run, each workload interleaved across the backends (A B
+// A B …, for --rounds rounds) so that drift on a shared machine hits all of
+// them alike:
 //
 //   - flash sale: --stock units, --buyers concurrent buyers; each takes the
 //     lock with locker.Do, reads the stock and decrements it if positive, every
 //     access going through a fencing guard. A few holders (--pauses) stall past
 //     their TTL, as in a GC pause, and try to write afterwards: the guard must
 //     refuse them. An unlocked control run shows the overselling the lock
-//     prevents. The sale's operations per second are buyers served per
-//     second, including the time the lock sat with paused holders until their
-//     TTL ran out; --pauses 0 measures the buyers alone.
-//   - uncontended: --ops acquire+release pairs on one key from one goroutine.
-//   - handoff: --waiters goroutines contend for one key for --ops handoffs;
-//     latency is from a release to the next holder's grant.
+//     prevents.
+//   - uncontended: --ops acquire+release pairs on one key from one goroutine
+//     (latency p50, p90, p99, max, and operations per second).
+//   - handoff: for each W in --waiters (1,8,32,128), W goroutines contend for
+//     one key; handoffs per second and the latency from a release to the next
+//     holder's grant.
+//   - many keys: --many-workers workers over --many-keys keys.
 //
-// It prints one table: per workload a row per backend with units sold,
-// oversold, refused stale writes, operations per second and latency p50, p99
-// and max. A progress bar is drawn on stderr while it runs, when stderr is a
-// terminal.
+// Beside each backend it measures the raw floor (--floor): the bare round
+// trips its protocol needs for one acquire and one release, made with the
+// engine's own client (Redis: 2 PINGs; etcd: a leased guarded txn put and a
+// delete; ZooKeeper: create, getChildren, delete; PostgreSQL: 2 SELECT 1),
+// and reports each figure as a ratio to it. It prints a table, with a
+// progress bar on stderr when stderr is a terminal; --out DIR also writes
+// report.md, results.json and charts (SVG and PNG). --quick is a smoke run of
+// seconds. The comparison with the peer libraries (redsync, redislock,
+// concurrency.Mutex, zk.Lock, pg_advisory_lock) is the bench module, in
+// bench/ at the repository root, so that this module never depends on them.
 //
 // # Exit status
 //
