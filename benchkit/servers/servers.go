@@ -29,12 +29,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/distlock/locker/benchkit"
+	"github.com/distlock/locker/internal/testimages"
 	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -120,7 +120,7 @@ func Start(ctx context.Context, o Options) (_ *Servers, err error) {
 		return nil, errors.New("servers: no docker command on PATH; start the servers yourself and pass their URLs with --backend")
 	}
 	removeLeftovers(ctx)
-	serverImage, etcdImage, err := images(ctx, s)
+	serverImage, etcdImage, err := testimages.Ensure(ctx, s.logf)
 	if err != nil {
 		return nil, err
 	}
@@ -353,70 +353,6 @@ func pgVersion(ctx context.Context, dsn string) (string, error) {
 		return "", err
 	}
 	return "PostgreSQL " + strings.Fields(v)[0], nil
-}
-
-// images returns the tags of the server and etcd images, building them with
-// scripts/test-images when missing.
-func images(ctx context.Context, s *Servers) (server, etcd string, err error) {
-	server, etcd = os.Getenv("LOCKER_TEST_SERVER_IMAGE"), os.Getenv("LOCKER_TEST_ETCD_IMAGE")
-	if server != "" && etcd != "" {
-		return server, etcd, nil
-	}
-	script, err := findScript()
-	if err != nil {
-		return "", "", err
-	}
-	out, err := exec.CommandContext(ctx, script, "--print-tags").Output()
-	if err != nil {
-		return "", "", fmt.Errorf("servers: %s --print-tags: %v", script, err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
-		switch {
-		case k == "server" && server == "":
-			server = v
-		case k == "etcd" && etcd == "":
-			etcd = v
-		}
-	}
-	if server == "" || etcd == "" {
-		return "", "", fmt.Errorf("servers: %s --print-tags printed no tags: %q", script, out)
-	}
-	if haveImage(ctx, server) && haveImage(ctx, etcd) {
-		return server, etcd, nil
-	}
-	s.logf("images %s / %s missing: running %s (a few minutes, once)", server, etcd, script)
-	cmd := exec.CommandContext(ctx, script)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Run(); err != nil {
-		return "", "", fmt.Errorf("servers: %s failed (%v); run it by hand (as root, with access to a Debian mirror):\n%s", script, err, log.Bytes())
-	}
-	return server, etcd, nil
-}
-
-func haveImage(ctx context.Context, tag string) bool {
-	return exec.CommandContext(ctx, "docker", "image", "inspect", tag).Run() == nil
-}
-
-// findScript looks for scripts/test-images in the working directory and its
-// parents (the bench module lives one level below the repository root).
-func findScript() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, "scripts", "test-images")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("servers: scripts/test-images not found in this directory or a parent: run from the locker repository, or set LOCKER_TEST_SERVER_IMAGE and LOCKER_TEST_ETCD_IMAGE")
-		}
-		dir = parent
-	}
 }
 
 // removeLeftovers removes bench containers whose process is gone.

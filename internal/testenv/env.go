@@ -1,21 +1,18 @@
 package testenv
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/distlock/locker/internal/testimages"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
@@ -147,86 +144,9 @@ func findImagesOnce(t testing.TB) (server, etcd string) {
 }
 
 func findImages(t testing.TB) (server, etcd string, err error) {
-	server, etcd = os.Getenv("LOCKER_TEST_SERVER_IMAGE"), os.Getenv("LOCKER_TEST_ETCD_IMAGE")
-	if server != "" && etcd != "" {
-		return server, etcd, nil
-	}
-	script, err := findScript()
-	if err != nil {
-		return "", "", err
-	}
-	out, err := exec.Command(script, "--print-tags").Output()
-	if err != nil {
-		return "", "", fmt.Errorf("%s --print-tags: %v", script, err)
-	}
-	tags := parseTags(out)
-	if server == "" {
-		server = tags["server"]
-	}
-	if etcd == "" {
-		etcd = tags["etcd"]
-	}
-	if server == "" || etcd == "" {
-		return "", "", fmt.Errorf("%s --print-tags printed no tags: %q", script, out)
-	}
-	cli, _ := docker()
-	ctx := context.Background()
-	if haveImage(ctx, cli, server) && haveImage(ctx, cli, etcd) {
-		return server, etcd, nil
-	}
-	// First use on this machine: build. Concurrent test binaries wait for one
-	// another on the script's lock file.
-	t.Logf("testenv: images %s / %s missing: running %s (a few minutes, once)", server, etcd, script)
-	start := time.Now()
-	var log bytes.Buffer
-	cmd := exec.Command(script)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Run(); err != nil {
-		return "", "", fmt.Errorf("image %s or %s is missing and %s failed (%v); run scripts/test-images (as root, with network access to a Debian mirror) and read its output:\n%s",
-			server, etcd, script, err, tail(log.Bytes(), 3000))
-	}
-	t.Logf("testenv: images built in %v", time.Since(start).Round(time.Second))
-	if !haveImage(ctx, cli, server) || !haveImage(ctx, cli, etcd) {
-		return "", "", fmt.Errorf("%s succeeded but image %s or %s is still missing; run scripts/test-images", script, server, etcd)
-	}
-	return server, etcd, nil
-}
-
-func haveImage(ctx context.Context, cli *testcontainers.DockerClient, tag string) bool {
-	_, err := cli.ImageInspect(ctx, tag)
-	return err == nil
-}
-
-func parseTags(out []byte) map[string]string {
-	tags := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			tags[k] = v
-		}
-	}
-	return tags
-}
-
-// findScript finds scripts/test-images by walking up from the working
-// directory, which `go test` sets to the package under test: any package of
-// this module finds the module root that way.
-func findScript() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, "scripts", "test-images")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("scripts/test-images not found above the working directory; set LOCKER_TEST_SERVER_IMAGE and LOCKER_TEST_ETCD_IMAGE")
-		}
-		dir = parent
-	}
+	return testimages.Ensure(context.Background(), func(format string, args ...any) {
+		t.Logf("testenv: "+format, args...)
+	})
 }
 
 func tail(b []byte, n int) []byte {
