@@ -166,7 +166,12 @@ var columns = []string{"backend", "deployment", "fault", "guarantee", "runs", "i
 func (r *row) cells() []string {
 	g := "within"
 	out := "–"
-	if r.outside != "" {
+	switch r.outside {
+	case "":
+	case "mixed": // a total over faults within and outside
+		g = "mixed"
+		out = fmt.Sprint(r.outsideViolations)
+	default:
 		g = "outside: fencing only"
 		out = fmt.Sprint(r.outsideViolations)
 	}
