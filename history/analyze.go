@@ -104,7 +104,7 @@ func changesState(op Op) bool {
 	switch op.Kind {
 	case Acquire, TryAcquire, Refresh:
 		return op.Outcome == OK
-	case Release:
+	case Release, Ended:
 		return true
 	case WriteBegin, WriteEnd:
 		return op.Outcome == OK

@@ -114,6 +114,13 @@ func apply(s state, in input) []state {
 			s.until = 0
 		}
 		return []state{s}
+	case Ended:
+		// The holder was told its lease ended: its lock may vanish from now
+		// on, whatever its deadline said.
+		if s.holder == op.Token {
+			s.until = 0
+		}
+		return []state{s}
 	case WriteBegin, WriteEnd:
 		switch op.Outcome {
 		case OK:

@@ -19,11 +19,18 @@ const (
 	Release                    // Lease.Release
 	WriteBegin                 // first half of a fenced update: read the value
 	WriteEnd                   // second half: write the value read plus one
+	// Ended is not a call: it marks when a lease's Done closed because the
+	// lease was lost (the backend reported it gone, a refresh failed, the
+	// deadline passed). From then on the holder knows it holds nothing, so
+	// the lock service may give the lock to another even before the
+	// deadline (a PostgreSQL connection that dropped, a ZooKeeper session
+	// declared suspect).
+	Ended
 )
 
 var kindNames = [...]string{
 	Acquire: "acquire", TryAcquire: "try-acquire", Refresh: "refresh",
-	Release: "release", WriteBegin: "write-begin", WriteEnd: "write-end",
+	Release: "release", WriteBegin: "write-begin", WriteEnd: "write-end", Ended: "ended",
 }
 
 // String returns the kind's name, as printed in histories.

@@ -89,6 +89,8 @@ func Run(ctx context.Context, newLocker NewLocker, opts Options) (*Result, error
 		_ = l.Close()
 	}
 	lockers = nil
+	// Closing ended every lease, so every watcher has recorded its end.
+	r.watchers.Wait()
 	if o.Liveness > 0 {
 		if err := r.liveness(ctx, newLocker); err != nil {
 			return nil, err
@@ -111,6 +113,7 @@ type runner struct {
 	faults   *Faults
 
 	leases, writes atomic.Int64
+	watchers       sync.WaitGroup // one per granted lease, until its Done closes
 
 	mu         sync.Mutex
 	ops        []Op
@@ -197,6 +200,7 @@ func (r *runner) acquire(ctx context.Context, id int, l locker.Locker, key strin
 		h = &held{lease: lease, id: int(r.leases.Add(1)), key: key, refreshed: sent}
 		op.Outcome, op.Token, op.Lease = OK, lease.Token(), h.id
 		op.Deadline = lease.Deadline().Sub(r.start)
+		r.watchers.Go(func() { r.watchEnd(id, h) })
 	case errors.Is(err, locker.ErrLocked):
 		op.Outcome = Locked
 	default:
@@ -298,6 +302,19 @@ func (r *runner) refresh(ctx context.Context, id int, h *held) bool {
 	}
 	r.record(op)
 	return err == nil
+}
+
+// watchEnd records when h's lease ends by loss (not by its release), as an
+// Ended operation at the moment Done closed.
+func (r *runner) watchEnd(id int, h *held) {
+	<-h.lease.Done()
+	t := r.now()
+	err := h.lease.Err()
+	if !errors.Is(err, locker.ErrLeaseLost) {
+		return
+	}
+	r.record(Op{Client: id, Key: h.key, Kind: Ended, Call: t, Return: t, Outcome: Lost,
+		Token: h.lease.Token(), Lease: h.id, Err: err.Error()})
 }
 
 func (r *runner) release(ctx context.Context, id int, h *held) {
