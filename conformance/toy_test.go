@@ -155,7 +155,7 @@ func (h *toyHarness) NewLocker(_ context.Context, _ *testing.T, opts ...locker.O
 	return l, nil
 }
 
-func (h *toyHarness) TTL() time.Duration { return 150 * time.Millisecond }
+func (h *toyHarness) TTL() time.Duration { return 300 * time.Millisecond }
 
 func (h *toyHarness) Crash(_ *testing.T, l locker.Locker) {
 	h.mu.Lock()

@@ -87,9 +87,10 @@ func (h *harness) newLocker(t testing.TB, endpoints []string, opts ...locker.Opt
 	return l, nil
 }
 
-// TTL implements conformance.Harness: etcd's shortest lock TTL (one whole
-// second; its lease lives two, the server's default minimum).
-func (h *harness) TTL() time.Duration { return time.Second }
+// TTL implements conformance.Harness: two whole seconds (etcd's shortest lock
+// TTL is one), so that refreshes at a third of it get through a loaded CI
+// machine running containers for several packages at once.
+func (h *harness) TTL() time.Duration { return 2 * time.Second }
 
 // ExpirySlack implements conformance.Slacker: a crashed holder's lease lives
 // up to T + R = 2 s after its last renewal, plus etcd's 0.5 s expiry scan.

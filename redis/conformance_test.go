@@ -30,7 +30,7 @@ type harness struct {
 }
 
 func newHarness(addrs []string, redlock bool, connect func([]string) []goredis.UniversalClient) *harness {
-	return &harness{ttl: time.Second, prefix: testPrefix(), redlock: redlock, connect: connect, addrs: addrs,
+	return &harness{ttl: 2 * time.Second, prefix: testPrefix(), redlock: redlock, connect: connect, addrs: addrs,
 		clients: map[locker.Locker][]goredis.UniversalClient{}}
 }
 
