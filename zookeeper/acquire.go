@@ -346,7 +346,8 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 	if session != sessionNow {
 		return nil, fmt.Errorf("%w: node belongs to session %#x, the connection has session %#x", errVanished, session, sessionNow)
 	}
-	return &lock{b: b, path: own, czxid: czxid, session: session, start: start, lost: req.Lost, watchCh: ownW, done: make(chan struct{})}, nil
+	return &lock{b: b, path: own, czxid: czxid, session: session, start: start, lost: req.Lost, watchCh: ownW, done: make(chan struct{}),
+		validUntil: start.Add(req.TTL)}, nil
 }
 
 // eventCause says why a watch fired, as an error.

@@ -30,6 +30,27 @@ type lock struct {
 	releasing atomic.Bool
 	done      chan struct{} // closed when the own node is deleted by this lock
 	doneOnce  sync.Once
+
+	// validUntil is the end of the validity promised to the holder (Start +
+	// TTL, moved by each refresh): a lock declared lost while its session
+	// may live on is not deleted before it (session.go).
+	mu         sync.Mutex
+	validUntil time.Time
+}
+
+// promise records that the lock is valid until at least t.
+func (l *lock) promise(t time.Time) {
+	l.mu.Lock()
+	if t.After(l.validUntil) {
+		l.validUntil = t
+	}
+	l.mu.Unlock()
+}
+
+func (l *lock) promisedUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
 }
 
 var (
@@ -86,7 +107,8 @@ func (l *lock) watch() {
 // Refresh reads the own node: it proves that the session was alive at the
 // server after Refresh began (any request renews it for the session timeout,
 // which is the TTL) and that the node is still this lease's.
-func (l *lock) Refresh(ctx context.Context, _ time.Duration) error {
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	sent := time.Now()
 	var (
 		exists  bool
 		st      *zk.Stat
@@ -107,6 +129,7 @@ func (l *lock) Refresh(ctx context.Context, _ time.Duration) error {
 	case st.EphemeralOwner != session:
 		return fmt.Errorf("%w: own node belongs to session %#x, the connection now has session %#x", locker.ErrLeaseLost, st.EphemeralOwner, session)
 	}
+	l.promise(sent.Add(ttl))
 	return nil
 }
 
