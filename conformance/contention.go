@@ -15,7 +15,10 @@ import (
 
 func init() {
 	add("MutualExclusion_ManyClients_CounterExactTokensIncrease", testContention)
-	addIf[FIFOHarness]("FIFO_WaitersAcquireInArrivalOrder", "FIFO", testFIFO)
+	addWhen("FIFO_WaitersAcquireInArrivalOrder", "a FIFO promise", func(h Harness) bool {
+		f, ok := h.(FIFOHarness)
+		return ok && f.FIFO()
+	}, testFIFO)
 }
 
 const (
@@ -109,9 +112,6 @@ const fifoGap = 250 * time.Millisecond
 
 // testFIFO: waiters queued one after another acquire in that order.
 func testFIFO(t *testing.T, s *suite) {
-	if !s.h.(FIFOHarness).FIFO() {
-		t.Skip("backend does not promise FIFO")
-	}
 	const waiters = 10
 	k := key(t, "fifo")
 	holder := s.tryAcquire(t, s.locker(t), k)
