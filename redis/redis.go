@@ -168,12 +168,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	if err := b.sub.ensure(ctx); err != nil {
 		return nil, err
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	defer w.stopTimer()
 	for {
 		// Registered and subscribed: from here no release goes unnoticed,
 		// so try again before waiting, in case it came before.
@@ -182,16 +177,8 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 			return l, err
 		}
 		d := fallbackWait(pttl, req.TTL)
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-w.wake:
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := w.wait(ctx, d); err != nil {
+			return nil, err
 		}
 	}
 }

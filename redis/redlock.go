@@ -349,12 +349,7 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	w := r.hub.add(n.tag)
 	defer r.hub.remove(w)
 	r.subscribe(ctx, req.TTL)
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	defer w.stopTimer()
 	splits := 0
 	for {
 		start := time.Now()
@@ -372,16 +367,8 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 			d = fallbackWait(v.wait, req.TTL)
 			splits = 0
 		}
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-w.wake:
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := w.wait(ctx, d); err != nil {
+			return nil, err
 		}
 	}
 }

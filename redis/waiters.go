@@ -28,8 +28,32 @@ type waitList struct {
 }
 
 type waiter struct {
-	tag  string
-	wake chan struct{} // buffered: a wake-up is never lost while the waiter is busy trying
+	tag   string
+	wake  chan struct{} // buffered: a wake-up is never lost while the waiter is busy trying
+	timer *time.Timer   // the fallback wait, reused across waits; owned by the waiting goroutine
+}
+
+// wait blocks until w is woken, d has passed, or ctx ends.
+func (w *waiter) wait(ctx context.Context, d time.Duration) error {
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
+	select {
+	case <-w.wake:
+	case <-w.timer.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// stopTimer releases the fallback timer when the wait is over.
+func (w *waiter) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }
 
 func newHub() *hub { return &hub{keys: map[string]*waitList{}} }
