@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,10 +81,26 @@ func (s *Server) Pause(t testing.TB) {
 	c := s.container(t, "Pause")
 	ctx, cancel := opContext()
 	defer cancel()
-	if _, err := s.cli.ContainerPause(ctx, c.ID, client.ContainerPauseOptions{}); err != nil {
+	// The cgroup freezer gives up when a task will not stop in time
+	// ("unable to freeze"), which happens on a loaded machine; it says
+	// nothing about the server, so try again a few times.
+	var err error
+	for attempt := range pauseAttempts {
+		if _, err = s.cli.ContainerPause(ctx, c.ID, client.ContainerPauseOptions{}); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+	if err != nil {
 		t.Fatalf("testenv: pause %s: %v", s.kind, err)
 	}
 }
+
+// pauseAttempts bounds the tries of one Pause.
+const pauseAttempts = 4
 
 // Unpause lets a paused server run on from where it stopped.
 func (s *Server) Unpause(t testing.TB) {
