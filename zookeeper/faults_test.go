@@ -456,3 +456,129 @@ func TestOwnNodeDeletedByAnother_LeaseLostAtOnce(t *testing.T) {
 		t.Fatalf("Release after the loss = %v, want ErrLeaseLost", err)
 	}
 }
+
+// TestSessionExpiredByServer_EveryLeaseEnds_LearnedOnReconnect_LockerRecovers
+// has the server really expire a holder's session: the holder is cut off
+// past the session timeout, then let back, so that it learns StateExpired
+// when it reconnects. Unlike the partition test above, it goes on past the
+// expiry: every lease of the session ended by its local deadline, the old
+// holder's Releases touch nothing of the new holder's, and the same Locker
+// works again in a new session.
+func TestSessionExpiredByServer_EveryLeaseEnds_LearnedOnReconnect_LockerRecovers(t *testing.T) {
+	srv := testenv.ZooKeeper(t)
+	proxy := srv.Proxy(t)
+	root := freshRoot(t)
+
+	// The caller's own connection, through the proxy, its events handed to
+	// the Locker and seen by the test too.
+	events := make(chan zk.Event, 1024)
+	var expired atomic.Bool
+	conn := rawConn(t, []string{proxy.Addr()}, func(ev zk.Event) {
+		if ev.Type == zk.EventSession && ev.State == zk.StateExpired {
+			expired.Store(true)
+		}
+		select {
+		case events <- ev:
+		default:
+			t.Errorf("event %v dropped: the Locker does not read its events", ev)
+		}
+	})
+	a, err := zookeeper.New(conn, zookeeper.Config{Root: root, SessionTimeout: testTTL, Events: events}, locker.WithTTL(testTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := dial(t, []string{srv.Addr()}, root, locker.WithTTL(testTTL))
+	c := rawConn(t, []string{srv.Addr()}, nil)
+
+	oldSession := a.SessionID()
+	keys := []string{"k1", "k2"}
+	old := make([]locker.Lease, len(keys))
+	for i, k := range keys {
+		// The second lease's TTL is far beyond the session timeout: it must
+		// end with the session all the same.
+		if old[i], err = a.Acquire(ctxT(t, 10*time.Second), k, locker.WithTTL(time.Duration(1+4*i)*testTTL)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	proxy.Blackhole(t)
+	for _, lease := range old {
+		select {
+		case <-lease.Done():
+		case <-time.After(testTTL + time.Second):
+			t.Fatalf("lease %q of the cut-off session did not end within the session timeout", lease.Key())
+		}
+		if !errors.Is(lease.Err(), locker.ErrLeaseLost) {
+			t.Fatalf("lease %q: Err = %v, want ErrLeaseLost", lease.Key(), lease.Err())
+		}
+	}
+	// The long lease ended with the session, long before its own deadline:
+	// the loss was reported for every lease of the session, not reached
+	// lease by lease at each deadline.
+	if long := old[1]; !time.Now().Before(long.Deadline()) {
+		t.Fatalf("lease %q ended only at its local deadline %v, not with its session", long.Key(), long.Deadline())
+	}
+
+	// The server expires the session and deletes its nodes: the other client
+	// gets both keys, with larger tokens.
+	next := make([]locker.Lease, len(keys))
+	for i, k := range keys {
+		if next[i], err = b.Acquire(ctxT(t, 3*testTTL+10*time.Second), k); err != nil {
+			t.Fatalf("Acquire %q once the cut-off session expired: %v", k, err)
+		}
+		if next[i].Token() <= old[i].Token() {
+			t.Fatalf("key %q: new token %d, want > %d", k, next[i].Token(), old[i].Token())
+		}
+	}
+
+	// Back on the network, the holder learns that its session expired, and
+	// go-zookeeper makes a new one.
+	proxy.Heal(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for !expired.Load() || a.SessionID() == 0 || a.SessionID() == oldSession {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the heal: expired=%v, session %#x (old %#x): want StateExpired and a new session", expired.Load(), a.SessionID(), oldSession)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The old leases' Releases report the loss and touch nothing: the new
+	// holder's nodes stay, its leases live.
+	for i, lease := range old {
+		if err := lease.Release(ctxT(t, 10*time.Second)); !errors.Is(err, locker.ErrLeaseLost) {
+			t.Fatalf("Release of %q by the expired holder = %v, want ErrLeaseLost", keys[i], err)
+		}
+	}
+	for i, k := range keys {
+		kids, _, err := c.Children(lockDir(root, k))
+		if err != nil || len(kids) != 1 {
+			t.Fatalf("queue of %q after the stale Releases = %v, %v; want the new holder's one node", k, kids, err)
+		}
+		select {
+		case <-next[i].Done():
+			t.Fatalf("the new holder's lease %q ended: %v", k, next[i].Err())
+		default:
+		}
+		if _, err := a.TryAcquire(ctxT(t, 10*time.Second), k); !errors.Is(err, locker.ErrLocked) {
+			t.Fatalf("TryAcquire %q by the recovered Locker while held = %v, want ErrLocked", k, err)
+		}
+	}
+
+	// The Locker works on in its new session.
+	for i, k := range keys {
+		if err := next[i].Release(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		again, err := a.Acquire(ctxT(t, 10*time.Second), k)
+		if err != nil {
+			t.Fatalf("Acquire %q by the Locker in its new session: %v", k, err)
+		}
+		if again.Token() <= next[i].Token() {
+			t.Fatalf("key %q: token %d after %d, want larger", k, again.Token(), next[i].Token())
+		}
+		if err := again.Release(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatalf("Release %q in the new session: %v", k, err)
+		}
+	}
+}
