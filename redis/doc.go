@@ -12,9 +12,10 @@
 // caller's owner id, so nobody extends or deletes a lock they do not hold. A
 // lock whose holder dies is freed by Redis at its TTL.
 //
-// Keys are stored as prefix + "{" + base64url(key) + "}" + ":lock", and the
-// fencing counter beside it as … + ":fence". Base64url has no braces, so the
-// hash tag is the whole encoded key: the two keys share a Cluster slot for
+// Keys are stored as prefix + "{" + base64url(key) + "}" + ":lock", the
+// fencing counter beside it as … + ":fence", and the waiter queue as … +
+// ":q" and … + ":qd" (see Waiting). Base64url has no braces, so the hash
+// tag is the whole encoded key: the keys of one lock share a Cluster slot for
 // any key (NUL, braces, quotes and Lua metacharacters included), and distinct
 // keys never share a name.
 //
@@ -49,31 +50,58 @@
 //
 // # Waiting
 //
-// A waiter first tries once (the uncontended path is one round trip). If the
-// key is held it registers with its Locker's waiter table, makes sure the
-// Locker's one pub/sub subscription is running (started on the first wait,
-// shared by every waiter of that Locker, ended by Close), tries again, and
-// then sleeps until a release message for its key, or at most the holder's
-// remaining PTTL (as the acquire script reported it) plus a little random
-// jitter: that covers a holder that died without releasing and a message
-// missed while the subscription reconnected. There is no fixed-interval
-// polling, and no goroutine per waiter: each waits in its own Acquire call.
+// Each lock has a waiter queue in Redis beside it, in its hash slot: a
+// sorted set … + ":q" of waiter ids by arrival (server TIME in µs), and a
+// hash … + ":qd" of the server time (ms) after which each entry is stale.
+// A waiter id is its Locker's random id, a colon and a sequence number; each
+// Locker subscribes to its own channel, prefix + "w:" + its id — once, on
+// its first wait, shared by all its waiters, ended by Close — and a wake-up
+// is a waiter id published there, which wakes exactly that waiter.
 //
-// Release publishes on one channel per prefix (prefix + "released") the
-// encoded key and the owner id. A message wakes one waiter of that key in
-// each subscribed Locker — the one waiting longest in that Locker — rather
-// than all of them, so waiters do not stampede for a lock only one can take;
-// a waiter that gives up passes an unused wake-up on. Across Lockers there is
-// no queue: whichever Locker's waiter reaches Redis first wins (no FIFO).
-// Every subscribed Locker receives every release of the prefix (one small
-// message each); use distinct prefixes to partition very busy deployments.
-// In a Cluster, PUBLISH is broadcast to every node, so one subscription on
-// any node hears them all.
+// A waiter first tries once without queueing (the uncontended path is one
+// round trip and does not touch the queue). If the key is held it registers
+// with its Locker, makes sure the subscription runs, and tries again, this
+// time with its id: a failed attempt puts it in the queue (ZADD NX, so it
+// keeps its place on later attempts) and sets its entry's deadline to the
+// holder's PTTL plus a tenth, plus a slack of 2 s + TTL/2. It then sleeps
+// until a wake-up, or at most the holder's remaining PTTL plus a little
+// random jitter: that covers a holder that died without releasing, a
+// wake-up lost while the subscription reconnected, and a head waiter that
+// crashed. There is no fixed-interval polling, and no goroutine per waiter.
 //
-// A wait that ends (context done, Locker closed) leaves nothing behind: the
-// waiter is only in process memory. An attempt whose outcome is unknown (the
-// context ended or a timeout struck after the script was sent) is undone
-// with the release script, conditional on the owner, before Acquire returns.
+// The scripts wake one waiter at a time, the head of the queue:
+//
+//   - release deletes the lock and publishes to the first live head,
+//     dropping up to 16 stale heads on the way (waiters that did not come
+//     back by their deadline: crashed or cut off); nothing when the queue is
+//     empty. So a release wakes one waiter across all processes, not one per
+//     Locker: no herd.
+//   - a granted acquisition takes its waiter out of the queue and wakes the
+//     new head, which tries once more and so sleeps for the new holder's
+//     PTTL, not the one it saw before: a holder with a short TTL that dies
+//     after one with a long TTL does not leave waiters asleep for the long
+//     one. (Per handoff: the new holder's attempt and the next head's look.)
+//   - a waiter that gives up (context ended, Locker closed) leaves the queue
+//     with leave.lua, with its own short timeout like the clean-up below; if
+//     it was the head and the lock is free, it may have taken a wake-up, and
+//     the next head is woken instead. A cancelled or timed-out wait leaves
+//     nothing behind: the queue keys carry a PEXPIRE as long as their
+//     longest-lived entry, and vanish when empty or abandoned (and an entry
+//     that could not be removed — Redis unreachable — goes stale and is
+//     skipped).
+//
+// Waiters are served in arrival order as long as they come back by their
+// deadline; an attempt that does not queue (TryAcquire, and the first
+// attempt of Acquire) may take a free lock ahead of the queue, whose head
+// then learns the new holder and waits on. A live waiter misjudged stale (a
+// process stalled for seconds) loses its place and its wake-up, not the
+// lock: it tries again at its fallback wait and queues anew. In a Cluster,
+// PUBLISH is broadcast to every node, so a subscription on any node hears
+// its wake-ups.
+//
+// An attempt whose outcome is unknown (the context ended or a timeout
+// struck after the script was sent) is undone with the release script,
+// conditional on the owner, before Acquire returns.
 //
 // # Redlock
 //
@@ -84,6 +112,13 @@
 // (drift = TTL/100 + 2 ms), measured on the monotonic clock from before the
 // first request; the lock counts only if a majority granted it and validity
 // is left. A failed round releases on every master, the silent ones too.
+//
+// Each master keeps its own waiter queue, and a release wakes the head of
+// each master's queue: at most N waiters, where one Redis wakes one. A
+// master that grants in a round that then fails (no majority) has taken the
+// waiter out of its queue and woken its next head; the waiter's next round
+// queues it there again, at the back. The undo of a failed round wakes
+// nobody. Redlock waiters are not served in arrival order.
 //
 // The token: each granting master proposes its own max(counter+1, TIME µs);
 // the token is the largest proposal of the granting majority, and it is

@@ -15,15 +15,17 @@ const DefaultPrefix = "locker:"
 
 // names are the Redis names of one lock.
 type names struct {
-	tag   string // the encoded key: the hash tag, and the key in wake-up messages
-	lock  string // holds the owner value while held; expires with the TTL
-	fence string // the last fencing token; never expires, never deleted
+	tag       string // the encoded key: the hash tag of every name below
+	lock      string // holds the owner value while held; expires with the TTL
+	fence     string // the last fencing token; never expires, never deleted
+	queue     string // the waiters, by arrival (sorted set); expires when abandoned
+	deadlines string // waiter id -> when its entry is stale (hash); expires likewise
 }
 
 // encodeKey maps a stored lock key (any bytes, NUL included) to a hash tag.
 // Base64url has no '{' or '}', so the tag is always the whole encoded key:
-// the lock and fence keys land in one Cluster slot whatever the key holds,
-// and distinct keys give distinct names (the encoding is injective).
+// the lock, fence and queue keys land in one Cluster slot whatever the key
+// holds, and distinct keys give distinct names (the encoding is injective).
 func encodeKey(key string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(key))
 }
@@ -31,22 +33,13 @@ func encodeKey(key string) string {
 func (b *base) names(key string) names {
 	tag := encodeKey(key)
 	p := b.prefix + "{" + tag + "}"
-	return names{tag: tag, lock: p + ":lock", fence: p + ":fence"}
+	return names{tag: tag, lock: p + ":lock", fence: p + ":fence", queue: p + ":q", deadlines: p + ":qd"}
 }
 
-// channel is the one pub/sub channel on which releases of every lock under
-// prefix are announced.
-func channel(prefix string) string { return prefix + "released" }
-
-// wakeMessage is what release.lua publishes: the encoded key and the owner
-// id, so that a Redlock waiter hearing one release from several masters is
-// woken once.
-func wakeMessage(tag, owner string) string { return tag + " " + owner }
-
-func parseWake(msg string) (tag, owner string) {
-	tag, owner, _ = strings.Cut(msg, " ")
-	return tag, owner
-}
+// channelPrefix starts the name of every Locker's wake-up channel under
+// prefix: a Locker with id x listens on channelPrefix(prefix) + x, and the
+// scripts publish a waiter's id (x, a colon, a sequence number) there.
+func channelPrefix(prefix string) string { return prefix + "w:" }
 
 // checkPrefix refuses a prefix that would break the hash tag: Redis takes the
 // first '{…}' of a key name as its tag, so the prefix may hold no brace.

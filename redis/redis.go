@@ -61,9 +61,9 @@ func NewWith(client goredis.UniversalClient, cfg Config, opts ...locker.Option) 
 
 // base is what the single and Redlock backends share.
 type base struct {
-	prefix  string
-	channel string
-	hub     *hub
+	prefix string
+	wake   string // the wake-up channel prefix the scripts publish under
+	hub    *hub
 }
 
 func newBase(cfg Config) (base, error) {
@@ -71,8 +71,23 @@ func newBase(cfg Config) (base, error) {
 	if err != nil {
 		return base{}, err
 	}
-	return base{prefix: p, channel: channel(p), hub: newHub()}, nil
+	return base{prefix: p, wake: channelPrefix(p), hub: newHub()}, nil
 }
+
+// subscriber returns the subscription of this Locker's wake-up channel on c.
+func (b *base) subscriber(c goredis.UniversalClient) *subscriber {
+	return &subscriber{client: c, channel: b.wake + b.hub.id, hub: b.hub}
+}
+
+// acquireArgs are acquire.lua's keys and arguments for one attempt; waiter
+// is "" for an attempt that does not queue.
+func (b *base) acquireArgs(n names, req *driver.Request, waiter string) ([]string, []any) {
+	return []string{n.lock, n.fence, n.queue, n.deadlines},
+		[]any{value(req), ttlMillis(req.TTL), waiter, staleAfter(req.TTL), b.wake}
+}
+
+// queueKeys are the keys of release.lua and leave.lua.
+func (n names) queueKeys() []string { return []string{n.lock, n.queue, n.deadlines} }
 
 // RoundTTL implements driver.TTLRounder: PX counts whole milliseconds.
 func (b *base) RoundTTL(ttl time.Duration) (time.Duration, error) { return roundTTL(ttl) }
@@ -98,18 +113,19 @@ func newBackend(client goredis.UniversalClient, cfg Config) (*backend, error) {
 		return nil, err
 	}
 	b := &backend{base: bs, client: client, closeClient: cfg.CloseClients}
-	b.sub = &subscriber{client: client, channel: b.channel, hub: b.hub}
+	b.sub = b.subscriber(client)
 	return b, nil
 }
 
 func (b *backend) Name() string { return "redis" }
 
-// attempt runs acquire.lua once. It returns the lock, or the holder's
-// remaining TTL when another owner holds it.
-func (b *backend) attempt(ctx context.Context, req *driver.Request, n names) (driver.Lock, time.Duration, error) {
-	val := value(req)
+// attempt runs acquire.lua once, for waiter (queued if it fails) or, with
+// "", without queueing. It returns the lock, or the holder's remaining TTL
+// when another owner holds it.
+func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, waiter string) (driver.Lock, time.Duration, error) {
 	start := time.Now()
-	ok, x, err := pair(acquireScript.Run(ctx, b.client, []string{n.lock, n.fence}, val, ttlMillis(req.TTL)).Result())
+	keys, args := b.acquireArgs(n, req, waiter)
+	ok, x, err := pair(acquireScript.Run(ctx, b.client, keys, args...).Result())
 	if err != nil {
 		if outcomeUnknown(ctx, err) {
 			b.cleanup(ctx, n, req)
@@ -119,7 +135,7 @@ func (b *backend) attempt(ctx context.Context, req *driver.Request, n names) (dr
 	if !ok {
 		return nil, time.Duration(x) * time.Millisecond, nil
 	}
-	return &lock{b: b, n: n, val: val, owner: req.Owner.String(), token: uint64(x), start: start}, 0, nil
+	return &lock{b: b, n: n, val: value(req), token: uint64(x), start: start}, 0, nil
 }
 
 // outcomeUnknown reports whether a failed request may have run on the server:
@@ -142,11 +158,21 @@ const cleanupTimeout = 2 * time.Second
 func (b *backend) cleanup(ctx context.Context, n names, req *driver.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	releaseScript.Run(ctx, b.client, []string{n.lock}, value(req), b.channel, wakeMessage(n.tag, req.Owner.String()))
+	releaseScript.Run(ctx, b.client, n.queueKeys(), value(req), b.wake)
+}
+
+// leave takes a waiter that gives up out of the lock's queue, best effort
+// and, like cleanup, with its own timeout: the caller's context has usually
+// ended. An entry it cannot remove (Redis unreachable) goes stale and is
+// skipped by the next release.
+func (b *base) leave(ctx context.Context, c goredis.UniversalClient, n names, w *waiter) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	leaveScript.Run(ctx, c, n.queueKeys(), w.id, b.wake)
 }
 
 func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	l, _, err := b.attempt(ctx, req, b.names(req.Key))
+	l, _, err := b.attempt(ctx, req, b.names(req.Key), "")
 	if err != nil {
 		return nil, err
 	}
@@ -158,26 +184,30 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
 	n := b.names(req.Key)
-	// The uncontended path is one round trip: no subscription, no waiter.
-	l, _, err := b.attempt(ctx, req, n)
+	// The uncontended path is one round trip: no subscription, no queue.
+	l, _, err := b.attempt(ctx, req, n, "")
 	if l != nil || err != nil {
 		return l, err
 	}
-	w := b.hub.add(n.tag)
+	w := b.hub.add()
 	defer b.hub.remove(w)
 	if err := b.sub.ensure(ctx); err != nil {
 		return nil, err
 	}
 	defer w.stopTimer()
 	for {
-		// Registered and subscribed: from here no release goes unnoticed,
-		// so try again before waiting, in case it came before.
-		l, pttl, err := b.attempt(ctx, req, n)
-		if l != nil || err != nil {
-			return l, err
+		// Registered and subscribed: from here no wake-up goes unnoticed.
+		// The attempt queues the waiter (or keeps its place) if it fails.
+		l, pttl, err := b.attempt(ctx, req, n, w.id)
+		if l != nil {
+			return l, nil
 		}
-		d := fallbackWait(pttl, req.TTL)
-		if err := w.wait(ctx, d); err != nil {
+		if err != nil {
+			b.leave(ctx, b.client, n, w)
+			return nil, err
+		}
+		if err := w.wait(ctx, fallbackWait(pttl, req.TTL)); err != nil {
+			b.leave(ctx, b.client, n, w)
 			return nil, err
 		}
 	}
@@ -198,7 +228,6 @@ type lock struct {
 	b     *backend
 	n     names
 	val   string
-	owner string
 	token uint64
 	start time.Time
 }
@@ -218,7 +247,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 }
 
 func (l *lock) Release(ctx context.Context) error {
-	n, err := releaseScript.Run(ctx, l.b.client, []string{l.n.lock}, l.val, l.b.channel, wakeMessage(l.n.tag, l.owner)).Int64()
+	n, err := releaseScript.Run(ctx, l.b.client, l.n.queueKeys(), l.val, l.b.wake).Int64()
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func newRedlock(clients []goredis.UniversalClient, cfg Config) (*redlock, error)
 	}
 	r := &redlock{base: bs, nodes: clients, quorum: len(clients)/2 + 1, nodeTimeout: cfg.NodeTimeout, closeClient: cfg.CloseClients}
 	for _, c := range clients {
-		r.subs = append(r.subs, &subscriber{client: c, channel: r.channel, hub: r.hub})
+		r.subs = append(r.subs, r.subscriber(c))
 	}
 	return r, nil
 }
@@ -154,17 +154,19 @@ func (v verdict) err(nodes, quorum, rounds int) error {
 		rounds, nodes, v.granted, v.others, v.silent, quorum, ErrContended)
 }
 
-// round is one Redlock acquisition round. It returns the lock; or an error
+// round is one Redlock acquisition round, for waiter (queued on the masters
+// that refuse) or, with "", without queueing. It returns the lock; or an error
 // when too many masters failed for any majority to answer (or a majority
 // granted but the token or the validity failed); or else the verdict: whether
 // another owner holds the lock, may hold it, or the masters are split.
-func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driver.Lock, verdict, error) {
-	val, owner := value(req), req.Owner.String()
+func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waiter string) (driver.Lock, verdict, error) {
+	val := value(req)
 	timeout := r.timeout(req.TTL)
 	res := make([]nodeResult, len(r.nodes))
+	keys, args := r.acquireArgs(n, req, waiter)
 	start := time.Now() // before the first request: validity counts from here
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
-		v, err := acquireScript.Run(ctx, c, []string{n.lock, n.fence}, val, ttlMillis(req.TTL)).Result()
+		v, err := acquireScript.Run(ctx, c, keys, args...).Result()
 		ok, x, err := pair(v, err)
 		res[i] = nodeResult{ok: ok, n: x, err: err, holder: holderOf(v)}
 	})
@@ -193,7 +195,7 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driv
 		fenced := r.raiseFences(ctx, res, n, val, token, timeout)
 		validity := req.TTL - time.Since(start) - locker.DriftMargin(req.TTL)
 		if fenced >= r.quorum && validity > 0 {
-			return &rlock{r: r, n: n, val: val, owner: owner, token: uint64(token), start: start, ttl: req.TTL}, verdict{}, nil
+			return &rlock{r: r, n: n, val: val, token: uint64(token), start: start, ttl: req.TTL}, verdict{}, nil
 		}
 		if validity <= 0 {
 			errs = append(errs, fmt.Errorf("redlock: round took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), req.TTL))
@@ -206,8 +208,10 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names) (driv
 	// Failed: undo on every master, the ones that did not answer included
 	// (their grant may just have been slow), before anyone waits or returns.
 	// The undo wakes nobody: waiters wait on a majority holder, not on the
-	// scattered grants of a failed round.
-	r.releaseAll(context.WithoutCancel(ctx), n, val, "", timeout)
+	// scattered grants of a failed round. (A master that granted took the
+	// waiter out of its queue and woke the next one there; the waiter's
+	// next round queues it again, at the back.)
+	r.releaseAll(context.WithoutCancel(ctx), n, val, false, timeout)
 
 	if failed > len(r.nodes)-r.quorum {
 		return nil, verdict{}, fmt.Errorf("redlock: %d of %d masters failed, quorum %d: %w", failed, len(r.nodes), r.quorum, errors.Join(errs...))
@@ -256,17 +260,17 @@ func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, va
 }
 
 // releaseAll runs release.lua on every master and returns how many released
-// the lock and how many failed. It wakes waiters with owner's release message
-// unless owner is "".
-func (r *redlock) releaseAll(ctx context.Context, n names, val, owner string, timeout time.Duration) (released, failed int, err error) {
+// the lock and how many failed. With wake, each master that released wakes
+// the head of its queue: at most one waiter per master.
+func (r *redlock) releaseAll(ctx context.Context, n names, val string, wake bool, timeout time.Duration) (released, failed int, err error) {
 	var mu sync.Mutex
 	var errs []error
-	ch, msg := "", ""
-	if owner != "" {
-		ch, msg = r.channel, wakeMessage(n.tag, owner)
+	ch := ""
+	if wake {
+		ch = r.wake
 	}
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
-		x, e := releaseScript.Run(ctx, c, []string{n.lock}, val, ch, msg).Int64()
+		x, e := releaseScript.Run(ctx, c, n.queueKeys(), val, ch).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -305,7 +309,7 @@ func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 	}()
 	for i := 1; ; i++ {
 		start := time.Now()
-		l, v, err := r.round(ctx, req, n)
+		l, v, err := r.round(ctx, req, n, "")
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -342,20 +346,24 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 		return nil, err
 	}
 	defer release()
-	l, _, err := r.retryRound(ctx, req, n)
+	l, _, err := r.retryRound(ctx, req, n, "")
 	if l != nil || err != nil {
 		return l, err
 	}
-	w := r.hub.add(n.tag)
+	w := r.hub.add()
 	defer r.hub.remove(w)
 	r.subscribe(ctx, req.TTL)
 	defer w.stopTimer()
 	splits := 0
 	for {
 		start := time.Now()
-		l, v, err := r.retryRound(ctx, req, n)
-		if l != nil || err != nil {
-			return l, err
+		l, v, err := r.retryRound(ctx, req, n, w.id)
+		if l != nil {
+			return l, nil
+		}
+		if err != nil {
+			r.leaveAll(ctx, n, w, req.TTL)
+			return nil, err
 		}
 		var d time.Duration
 		if v.state == split {
@@ -368,16 +376,24 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 			splits = 0
 		}
 		if err := w.wait(ctx, d); err != nil {
+			r.leaveAll(ctx, n, w, req.TTL)
 			return nil, err
 		}
 	}
 }
 
+// leaveAll takes a waiter that gives up out of every master's queue.
+func (r *redlock) leaveAll(ctx context.Context, n names, w *waiter, ttl time.Duration) {
+	r.onAll(context.WithoutCancel(ctx), r.timeout(ttl), func(ctx context.Context, _ int, c goredis.UniversalClient) {
+		r.leave(ctx, c, n, w)
+	})
+}
+
 // retryRound runs rounds until one does not fail for want of masters, at
 // most failedRounds of them, separated by jitter.
-func (r *redlock) retryRound(ctx context.Context, req *driver.Request, n names) (driver.Lock, verdict, error) {
+func (r *redlock) retryRound(ctx context.Context, req *driver.Request, n names, waiter string) (driver.Lock, verdict, error) {
 	for i := 1; ; i++ {
-		l, v, err := r.round(ctx, req, n)
+		l, v, err := r.round(ctx, req, n, waiter)
 		if err == nil || i == failedRounds || ctx.Err() != nil {
 			return l, v, err
 		}
@@ -435,7 +451,6 @@ type rlock struct {
 	r     *redlock
 	n     names
 	val   string
-	owner string
 	token uint64
 	start time.Time
 	ttl   time.Duration // of the acquisition: sets the per-node timeout of Release
@@ -483,7 +498,7 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 // ErrLeaseLost when no majority held it any more, and an error when too
 // many masters failed to tell.
 func (l *rlock) Release(ctx context.Context) error {
-	released, failed, err := l.r.releaseAll(ctx, l.n, l.val, l.owner, l.r.timeout(l.ttl))
+	released, failed, err := l.r.releaseAll(ctx, l.n, l.val, true, l.r.timeout(l.ttl))
 	switch {
 	case released >= l.r.quorum:
 		return nil

@@ -35,9 +35,13 @@ func TestRedlock_TryAcquire_ErrLockedOnlyForAMajorityHolder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	src, err := os.ReadFile("acquire.lua")
-	if err != nil {
-		t.Fatal(err)
+	var src []byte
+	for _, f := range []string{"queue.lua", "acquire.lua"} { // as scripts.go joins them
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	acquire := goredis.NewScript(string(src))
 	// plant grants key to owner on the masters of addrs at idx, as that
@@ -46,7 +50,8 @@ func TestRedlock_TryAcquire_ErrLockedOnlyForAMajorityHolder(t *testing.T) {
 		t.Helper()
 		p := prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}"
 		for _, i := range idx {
-			v, err := acquire.Run(ctx, direct(t, addrs[i]), []string{p + ":lock", p + ":fence"}, owner+" planted", px.Milliseconds()).Slice()
+			v, err := acquire.Run(ctx, direct(t, addrs[i]), []string{p + ":lock", p + ":fence", p + ":q", p + ":qd"},
+				owner+" planted", px.Milliseconds(), "", 0, prefix+"w:").Slice()
 			if err != nil || len(v) < 1 || v[0] != int64(1) {
 				t.Fatalf("planting %s on master %d: %v %v", owner, i, v, err)
 			}

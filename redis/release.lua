@@ -1,11 +1,12 @@
 -- release.lua: delete a lock, only if it is still held by the caller, and
--- wake the waiters.
+-- wake the first live waiter of its queue. (queue.lua comes first.)
 --
 -- KEYS[1]  the lock key
+-- KEYS[2]  the waiter queue
+-- KEYS[3]  the waiters' deadlines
 -- ARGV[1]  the owner value
--- ARGV[2]  the wake-up channel, or "" to release without waking anyone (the
---          undo of a failed Redlock round: nobody waited long for it)
--- ARGV[3]  the wake-up message (the encoded key and the owner id)
+-- ARGV[2]  the wake-up channel prefix, or "" to release without waking
+--          anyone (the undo of a failed Redlock round: nobody waited for it)
 --
 -- Returns 1 when released, 0 when the lock is gone or held by another owner.
 -- The fence key is left alone on purpose: it must outlive the lock, or the
@@ -13,7 +14,7 @@
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if ARGV[2] ~= '' then
-    redis.call('PUBLISH', ARGV[2], ARGV[3])
+    wake_head(KEYS[2], KEYS[3], ARGV[2])
   end
   return 1
 end

@@ -14,20 +14,26 @@ import (
 // EVALSHA round trip (go-redis falls back to EVAL once when a server has not
 // cached a script yet).
 var (
+	//go:embed queue.lua
+	queueLua string
 	//go:embed acquire.lua
 	acquireLua string
 	//go:embed refresh.lua
 	refreshLua string
 	//go:embed release.lua
 	releaseLua string
+	//go:embed leave.lua
+	leaveLua string
 	//go:embed fence.lua
 	fenceLua string
 	//go:embed guard.lua
 	guardLua string
 
-	acquireScript = goredis.NewScript(acquireLua)
+	// The scripts that touch the waiter queue share its functions.
+	acquireScript = goredis.NewScript(queueLua + acquireLua)
+	releaseScript = goredis.NewScript(queueLua + releaseLua)
+	leaveScript   = goredis.NewScript(queueLua + leaveLua)
 	refreshScript = goredis.NewScript(refreshLua)
-	releaseScript = goredis.NewScript(releaseLua)
 	fenceScript   = goredis.NewScript(fenceLua)
 	guardScript   = goredis.NewScript(guardLua)
 )

@@ -2,33 +2,30 @@ package redis
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"math/rand/v2"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// hub hands release messages to the waiters of one Locker. Each message
-// wakes one waiter of its key — the longest waiting one in this process —
-// not all of them: they would only race each other for the lock the message
-// announced (a herd). A waiter that gets the lock keeps it; one that loses it
-// (another process was faster) waits for the next release; one that gives up
-// passes an unconsumed wake-up on.
+// hub hands wake-ups to the waiters of one Locker. The scripts publish a
+// wake-up to one waiter — the head of the lock's queue in Redis — on the
+// channel of its Locker, naming it by id; the hub wakes exactly that waiter.
 type hub struct {
-	mu   sync.Mutex
-	keys map[string]*waitList
-}
+	id  string // the Locker's random id: its channel's suffix, its waiters' prefix
+	seq atomic.Uint64
 
-type waitList struct {
-	waiters []*waiter
-	// last is the owner whose release last woke this key: a Redlock release
-	// is published by every master, and should wake one waiter, not N.
-	last string
+	mu      sync.Mutex
+	waiters map[string]*waiter
 }
 
 type waiter struct {
-	tag   string
+	id    string        // hub id, a colon, a sequence number: its queue member
 	wake  chan struct{} // buffered: a wake-up is never lost while the waiter is busy trying
 	timer *time.Timer   // the fallback wait, reused across waits; owned by the waiting goroutine
 }
@@ -56,67 +53,39 @@ func (w *waiter) stopTimer() {
 	}
 }
 
-func newHub() *hub { return &hub{keys: map[string]*waitList{}} }
+func newHub() *hub {
+	var id [8]byte
+	_, _ = crand.Read(id[:])
+	return &hub{id: hex.EncodeToString(id[:]), waiters: map[string]*waiter{}}
+}
 
-// add registers a waiter for the lock whose encoded key is tag. It must be
-// called before the attempt the waiter follows up on, so that a release
-// between that attempt and the wait is not missed.
-func (h *hub) add(tag string) *waiter {
-	w := &waiter{tag: tag, wake: make(chan struct{}, 1)}
+// add registers a new waiter. It must be called, and the Locker subscribed,
+// before the waiter's first queued attempt, so that a wake-up published
+// right after that attempt is not missed.
+func (h *hub) add() *waiter {
+	w := &waiter{id: h.id + ":" + strconv.FormatUint(h.seq.Add(1), 10), wake: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	wl := h.keys[tag]
-	if wl == nil {
-		wl = &waitList{}
-		h.keys[tag] = wl
-	}
-	wl.waiters = append(wl.waiters, w)
+	h.waiters[w.id] = w
 	return w
 }
 
-// remove unregisters w, passing a wake-up it did not use to the next waiter.
+// remove unregisters w.
 func (h *hub) remove(w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	wl := h.keys[w.tag]
-	if wl == nil {
-		return
-	}
-	for i, x := range wl.waiters {
-		if x == w {
-			wl.waiters = append(wl.waiters[:i], wl.waiters[i+1:]...)
-			break
-		}
-	}
-	if len(wl.waiters) == 0 {
-		delete(h.keys, w.tag)
-		return
-	}
-	select {
-	case <-w.wake:
-		wakeFirst(wl)
-	default:
-	}
+	delete(h.waiters, w.id)
 }
 
-// notify handles the release of tag by owner.
-func (h *hub) notify(tag, owner string) {
+// notify wakes the waiter with the given id, if it is still waiting here. A
+// Redlock waiter may be woken by several masters at once: the buffered
+// channel makes that one wake-up.
+func (h *hub) notify(id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	wl := h.keys[tag]
-	if wl == nil || (owner != "" && owner == wl.last) {
-		return
-	}
-	wl.last = owner
-	wakeFirst(wl)
-}
-
-// wakeFirst wakes the first waiter that has no wake-up pending.
-func wakeFirst(wl *waitList) {
-	for _, w := range wl.waiters {
+	if w := h.waiters[id]; w != nil {
 		select {
 		case w.wake <- struct{}{}:
-			return
 		default:
 		}
 	}
@@ -136,8 +105,17 @@ func fallbackWait(pttl, ttl time.Duration) time.Duration {
 	return pttl + time.Millisecond + rand.N(pttl/10+time.Millisecond)
 }
 
-// subscriber is one pub/sub subscription of a Locker to one Redis
-// deployment's release channel. It starts on the first wait, not before, so
+// staleAfter is the slack, in ms, that acquire.lua adds to a waiter's
+// fallback wait (the holder's PTTL plus a tenth, which covers the jitter
+// above) to tell when its queue entry is stale: the waiter has not come back
+// by then, so it crashed or was cut off, and a release skips it. A live
+// waiter misjudged stale (a machine stalled for longer) only loses its place
+// and its wake-up, not the lock: it tries again at its fallback wait and
+// queues anew. Half the TTL covers Redlock's waits between split rounds.
+func staleAfter(ttl time.Duration) int64 { return ttlMillis(2*time.Second + ttl/2) }
+
+// subscriber is one pub/sub subscription of a Locker to its own wake-up
+// channel on one Redis deployment. It starts on the first wait, not before, so
 // a Locker that never waits holds no extra connection, and stays until Close.
 // go-redis reconnects it after a connection loss; messages published
 // meanwhile are lost, which the waiters' PTTL-bounded wait covers.
@@ -195,7 +173,7 @@ func (s *subscriber) ensure(ctx context.Context) error {
 func (s *subscriber) dispatch(msgs <-chan *goredis.Message, done chan struct{}) {
 	defer close(done)
 	for m := range msgs {
-		s.hub.notify(parseWake(m.Payload))
+		s.hub.notify(m.Payload)
 	}
 }
 
