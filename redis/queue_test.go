@@ -1,0 +1,217 @@
+package redis_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/redis"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// queueKeys are the waiter queue and its deadlines of key, under the
+// default prefix (see the package doc).
+func queueKeys(key string) (queue, deadlines string) {
+	p := redis.DefaultPrefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}"
+	return p + ":q", p + ":qd"
+}
+
+// waitQueued waits until key's queue holds n waiters.
+func waitQueued(ctx context.Context, t *testing.T, c *goredis.Client, key string, n int64) {
+	t.Helper()
+	q, _ := queueKeys(key)
+	for {
+		got, err := c.ZCard(ctx, q).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("queue of %q holds %d waiters, want %d", key, got, n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// scriptCalls is how many scripts the server has run (INFO commandstats).
+func scriptCalls(ctx context.Context, t *testing.T, c *goredis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		x, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			t.Fatalf("commandstats line %q: %v", line, err)
+		}
+		n += x
+	}
+	return n
+}
+
+// Waiters in separate Lockers (processes) on one key: each release wakes
+// the head of the queue only, not every Locker's waiter. Counted on the
+// server: the scripts run during the handoffs, minus the releases, are the
+// acquire attempts — per handoff the new holder's, and the next head's one
+// look at the new holder — where a herd would make about waiters²/2.
+func TestRedis_Handoff_WakesOneWaiterAcrossLockers(t *testing.T) {
+	const waiters = 16
+	srv := testenv.RedisMasters(t, 1).Nodes[0] // its own server: its stats count only this test
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	plain := direct(t, srv.Addr())
+	const key = "herd"
+	// A TTL no handoff comes near: no fallback wait ends during the test.
+	ttl := locker.WithTTL(time.Minute)
+	holder, err := newSingle(t, srv.Addr(), ttl).Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, waiters)
+	for range waiters {
+		l := newSingle(t, srv.Addr(), ttl)
+		go func() {
+			lease, err := l.Acquire(ctx, key)
+			if err == nil {
+				err = lease.Release(ctx)
+			}
+			errs <- err
+		}()
+	}
+	waitQueued(ctx, t, plain, key, waiters)
+
+	before := scriptCalls(ctx, t, plain)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range waiters {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	attempts := scriptCalls(ctx, t, plain) - before - (waiters + 1) // less the releases
+	t.Logf("%d acquire attempts for %d handoffs", attempts, waiters)
+	if attempts > 3*waiters {
+		t.Errorf("%d acquire attempts for %d handoffs between %d Lockers: waiters are woken in a herd", attempts, waiters, waiters)
+	}
+	q, d := queueKeys(key)
+	if n, err := plain.Exists(ctx, q, d).Result(); err != nil || n != 0 {
+		t.Errorf("after every waiter acquired, %d of the queue keys remain (%v)", n, err)
+	}
+}
+
+// A holder with a long TTL releases; the next holder, with a short TTL,
+// dies without releasing. The waiter after it must follow the new holder's
+// TTL, not sleep out the PTTL it saw of the first one.
+func TestRedis_HolderDiesAfterHandoff_NextWaiterFollowsItsTTL(t *testing.T) {
+	addr := testenv.Redis(t).Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	plain := direct(t, addr)
+	key := "stall/" + testPrefix()
+	first, err := newSingle(t, addr, locker.WithTTL(10*time.Second)).Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 2)
+	for i := range 2 {
+		l := newSingle(t, addr, locker.WithTTL(300*time.Millisecond))
+		go func() {
+			// Never released: the holder "dies" with its lock held, which
+			// Redis frees at the 300 ms TTL.
+			_, err := l.Acquire(ctx, key)
+			got <- err
+		}()
+		waitQueued(ctx, t, plain, key, int64(i+1))
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	died := time.Now()
+	// Generous: a liveness bound tied to the dead holder's 300 ms TTL, far
+	// below the first holder's 10 s.
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the last waiter still waits %v after a holder with a 300 ms TTL died (the first holder's TTL was 10 s)", time.Since(died))
+	}
+}
+
+// A waiter that gives up leaves no entry in the queue; the waiter behind
+// it is woken by the next release all the same.
+func TestRedis_CancelledWaiter_LeavesNoQueueEntry(t *testing.T) {
+	addr := testenv.Redis(t).Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	plain := direct(t, addr)
+	key := "cancel/" + testPrefix()
+	q, d := queueKeys(key)
+	holder, err := newSingle(t, addr).Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The head gives up, the second waiter stays.
+	first, second := newSingle(t, addr), newSingle(t, addr)
+	wctx, wcancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := first.Acquire(wctx, key)
+		gaveUp <- err
+	}()
+	waitQueued(ctx, t, plain, key, 1)
+	got := make(chan error, 1)
+	go func() {
+		lease, err := second.Acquire(ctx, key)
+		if err == nil {
+			err = lease.Release(ctx)
+		}
+		got <- err
+	}()
+	waitQueued(ctx, t, plain, key, 2)
+	wcancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Acquire = %v, want context.Canceled", err)
+	}
+	waitQueued(ctx, t, plain, key, 1)
+	if n, err := plain.HLen(ctx, d).Result(); err != nil || n != 1 {
+		t.Fatalf("deadlines hold %d entries (%v), want the remaining waiter's only", n, err)
+	}
+
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second): // the holder's TTL is 15 s: only the wake-up is this fast
+		t.Fatal("the waiter behind a cancelled one was not woken by the release")
+	}
+	if n, err := plain.Exists(ctx, q, d).Result(); err != nil || n != 0 {
+		t.Errorf("%d queue keys remain after every waiter left (%v)", n, err)
+	}
+}
