@@ -42,6 +42,22 @@
 // it is a signed 32-bit counter of the parent, restarted when a container
 // parent is removed and created again.
 //
+// # Cost of an uncontended lock
+//
+// Acquire is two round trips and Release one, the count of go-zookeeper's
+// zk.Lock: the create, then the queue listing and a read of the own node
+// (for its czxid, its ephemeralOwner, and the watch that reports the lock's
+// loss) sent together on the one connection, then the delete. The lock
+// directory is created only when a create finds it missing. The read of the
+// own node is the one request more than zk.Lock sends: go-zookeeper's create
+// returns only the path (it does not expose the create2 request, whose reply
+// carries the node's stat, and a multi's create answers with a path too), and
+// the directory's stat from the listing does not name the own node's czxid
+// reliably (its pzxid moves with any later child change, and ZooKeeper 3.8's
+// child version counts deletions while the sequence counter does not, so the
+// two cannot prove the create was the last change). The token is never
+// guessed: it is read.
+//
 // # TTL and sessions
 //
 // A ZooKeeper node lives as long as the session that created it, not for a
