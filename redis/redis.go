@@ -61,9 +61,10 @@ func NewWith(client goredis.UniversalClient, cfg Config, opts ...locker.Option) 
 
 // base is what the single and Redlock backends share.
 type base struct {
-	prefix string
-	wake   string // the wake-up channel prefix the scripts publish under
-	hub    *hub
+	prefix  string
+	wake    string // the wake-up channel prefix the scripts publish under
+	wakeArg any    // wake as a script argument, boxed once
+	hub     *hub
 }
 
 func newBase(cfg Config) (base, error) {
@@ -71,7 +72,7 @@ func newBase(cfg Config) (base, error) {
 	if err != nil {
 		return base{}, err
 	}
-	return base{prefix: p, wake: channelPrefix(p), hub: newHub()}, nil
+	return base{prefix: p, wake: channelPrefix(p), wakeArg: channelPrefix(p), hub: newHub()}, nil
 }
 
 // subscriber returns the subscription of this Locker's wake-up channel on c.
@@ -80,10 +81,14 @@ func (b *base) subscriber(c goredis.UniversalClient) *subscriber {
 }
 
 // acquireArgs are acquire.lua's keys and arguments for one attempt; waiter
-// is "" for an attempt that does not queue.
+// is "" for an attempt that does not queue (which sends fewer arguments: it
+// is the uncontended path).
 func (b *base) acquireArgs(n names, req *driver.Request, waiter string) ([]string, []any) {
-	return []string{n.lock, n.fence, n.queue, n.deadlines},
-		[]any{value(req), ttlMillis(req.TTL), waiter, staleAfter(req.TTL), b.wake}
+	keys := []string{n.lock, n.fence, n.queue, n.deadlines}
+	if waiter == "" {
+		return keys, []any{value(req), ttlMillis(req.TTL), b.wakeArg}
+	}
+	return keys, []any{value(req), ttlMillis(req.TTL), b.wakeArg, waiter, staleAfter(req.TTL)}
 }
 
 // queueKeys are the keys of release.lua and leave.lua.
@@ -158,7 +163,7 @@ const cleanupTimeout = 2 * time.Second
 func (b *backend) cleanup(ctx context.Context, n names, req *driver.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	releaseScript.Run(ctx, b.client, n.queueKeys(), value(req), b.wake)
+	releaseScript.Run(ctx, b.client, n.queueKeys(), value(req), b.wakeArg)
 }
 
 // leave takes a waiter that gives up out of the lock's queue, best effort
@@ -247,7 +252,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 }
 
 func (l *lock) Release(ctx context.Context) error {
-	n, err := releaseScript.Run(ctx, l.b.client, l.n.queueKeys(), l.val, l.b.wake).Int64()
+	n, err := releaseScript.Run(ctx, l.b.client, l.n.queueKeys(), l.val, l.b.wakeArg).Int64()
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func TestRedlock_TryAcquire_ErrLockedOnlyForAMajorityHolder(t *testing.T) {
 		p := prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}"
 		for _, i := range idx {
 			v, err := acquire.Run(ctx, direct(t, addrs[i]), []string{p + ":lock", p + ":fence", p + ":q", p + ":qd"},
-				owner+" planted", px.Milliseconds(), "", 0, prefix+"w:").Slice()
+				owner+" planted", px.Milliseconds(), prefix+"w:").Slice()
 			if err != nil || len(v) < 1 || v[0] != int64(1) {
 				t.Fatalf("planting %s on master %d: %v %v", owner, i, v, err)
 			}
