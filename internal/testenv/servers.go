@@ -133,7 +133,12 @@ func ZooKeeper(t testing.TB) *Server {
 
 // pgScript initialises a cluster on first start only, so that a restarted
 // server keeps its data. initdb's trust applies to local connections only,
-// and ours come from the bridge gateway, hence the host line.
+// and ours come from the bridge gateway, hence the host line. fsync is off:
+// the faults the tests inject kill the server's processes, never the kernel,
+// so what PostgreSQL wrote survives them in the page cache either way; with
+// fsync on, every commit waits on the engine's storage driver (here
+// fuse-overlayfs), and a process stuck there cannot be frozen by docker
+// pause ("unable to freeze").
 const pgScript = `set -e
 D=/var/lib/locker/pg
 run() { setpriv --reuid=postgres --regid=postgres --init-groups "$@"; }
@@ -144,7 +149,7 @@ if [ ! -s $D/PG_VERSION ]; then
 	echo 'host all all 0.0.0.0/0 trust' >>$D/pg_hba.conf
 fi
 exec setpriv --reuid=postgres --regid=postgres --init-groups postgres -D $D -p %d \
-	-c listen_addresses='*' -c unix_socket_directories=/tmp -c max_connections=200
+	-c listen_addresses='*' -c unix_socket_directories=/tmp -c max_connections=200 -c fsync=off
 `
 
 // Postgres returns the shared PostgreSQL 15 server, trust authentication,
