@@ -8,24 +8,29 @@
 -- ARGV[1]  the owner value (owner id, a space, the holder label)
 -- ARGV[2]  the TTL in milliseconds
 -- ARGV[3]  the wake-up channel prefix
--- ARGV[4]  the waiter id; absent for an attempt that does not queue
--- ARGV[5]  with ARGV[4], the waiter's slack in ms: its entry is stale once
---          the holder's PTTL, plus a tenth, plus this, has passed without a
---          new attempt
+-- ARGV[4]  the waiter id
+-- ARGV[5]  the waiter's slack in ms: its entry is stale once the holder's
+--          PTTL, plus a tenth, plus this, has passed without a new attempt
+--
+-- An attempt that does not queue sends only KEYS[1..2] and ARGV[1..2], and
+-- touches nothing else.
 --
 -- Returns {1, token} when the lock is now held by ARGV[1], or {0, pttl, holder}
 -- with the remaining time to live of the holder's lock in milliseconds and the
 -- holder's owner value (Redlock tells a majority holder from a split by it).
 
 local waiter = ARGV[4]
-local held = redis.call('GET', KEYS[1])
-if held == ARGV[1] then
-  -- The same request ran twice (a client retry after a lost reply): the lock
-  -- is ours already, and the fence still holds the token it was given.
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
-end
-if held then
+-- SET NX first: the lock is usually free, and then one command takes it.
+if not redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
+  -- Held. Time stands still within a script, so the key that refused the
+  -- SET is still there.
+  local held = redis.call('GET', KEYS[1])
+  if held == ARGV[1] then
+    -- The same request ran twice (a client retry after a lost reply): the
+    -- lock is ours already, and the fence still holds the token it was given.
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+  end
   local pttl = redis.call('PTTL', KEYS[1])
   if waiter then
     -- The waiter tries again at the latest when the holder's lock expires
@@ -40,21 +45,37 @@ if held then
   return {0, pttl, held}
 end
 
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-
 -- The token is max(counter + 1, server time in microseconds): the counter
 -- keeps tokens strictly increasing while it lives, and the clock floor keeps
 -- them above every earlier token when the counter is lost (eviction, a
 -- restart without persistence). Doubles hold integers exactly up to 2^53:
--- microsecond times stay below that until the year 2255.
+-- microsecond times stay below that until the year 2255. %.0f: Lua's default
+-- number formatting would write 1.7e+15.
 local token = now_us()
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if last + 1 > token then token = last + 1 end
--- %.0f: Lua's default number formatting would write 1.7e+15.
-redis.call('SET', KEYS[2], string.format('%.0f', token))
+local last
+if redis.REDIS_VERSION_NUM then
+  -- Redis 7: store the clock floor and read the previous token in one
+  -- command; the counter wins only when two grants share a microsecond, or
+  -- the clock stepped back.
+  last = tonumber(redis.call('SET', KEYS[2], string.format('%.0f', token), 'GET') or '0')
+  if last + 1 > token then
+    token = last + 1
+    redis.call('SET', KEYS[2], string.format('%.0f', token))
+  end
+else
+  last = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if last + 1 > token then token = last + 1 end
+  redis.call('SET', KEYS[2], string.format('%.0f', token))
+end
 
--- The lock changed hands: the queue's head (if any) learns it, tries, and
--- so waits for this holder's PTTL rather than the one it last saw.
-if waiter then leave_queue(KEYS[3], KEYS[4], waiter) end
-wake_head(KEYS[3], KEYS[4], ARGV[3])
+-- A waiter took the lock: the next waiter in the queue is the head now, and
+-- still waits for the PTTL of the holder it last saw, which may be far longer
+-- than this holder's; woken, it tries and learns this holder's PTTL. An
+-- attempt from outside the queue needs no such wake-up: it can only take a
+-- lock whose holder released it (which woke the head) or let it expire
+-- (when the head's own wait ends), and the head's next try sees it.
+if waiter then
+  leave_queue(KEYS[3], KEYS[4], waiter)
+  wake_head(KEYS[3], KEYS[4], ARGV[3])
+end
 return {1, token}

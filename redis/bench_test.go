@@ -182,3 +182,44 @@ func reportP50(b *testing.B, lat []time.Duration, unit string) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, unit)
 }
+
+// BenchmarkUncontendedInterleaved runs the floor (two PINGs) and an
+// uncontended acquire+release in turn within every iteration, so that both
+// see the same server and machine load (on a shared machine, the noise
+// between two sub-benchmarks run one after the other swamps a difference of
+// a few per cent), and reports both p50s, both means and their ratios.
+func BenchmarkUncontendedInterleaved(b *testing.B) {
+	addr := testenv.Redis(b).Addr()
+	ctx := context.Background()
+	c := direct(b, addr)
+	l := newSingle(b, addr)
+	key := "bench/" + testPrefix()
+	floor := make([]time.Duration, 0, b.N)
+	lock := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		t0 := time.Now()
+		c.Ping(ctx)
+		c.Ping(ctx)
+		t1 := time.Now()
+		lease, err := l.TryAcquire(ctx, key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		floor, lock = append(floor, t1.Sub(t0)), append(lock, t2.Sub(t1))
+	}
+	var fs, ls time.Duration
+	for i := range floor {
+		fs, ls = fs+floor[i], ls+lock[i]
+	}
+	b.ReportMetric(float64(ls)/float64(fs), "locker/floor-mean")
+	slices.Sort(floor)
+	slices.Sort(lock)
+	fp, lp := floor[len(floor)/2], lock[len(lock)/2]
+	b.ReportMetric(float64(fp.Nanoseconds())/1e3, "floor-p50-µs")
+	b.ReportMetric(float64(lp.Nanoseconds())/1e3, "locker-p50-µs")
+	b.ReportMetric(float64(lp)/float64(fp), "locker/floor-p50")
+}

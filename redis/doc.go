@@ -12,6 +12,12 @@
 // caller's owner id, so nobody extends or deletes a lock they do not hold. A
 // lock whose holder dies is freed by Redis at its TTL.
 //
+// The scripts run on Redis 3.2 and later; on Redis 7 and later (which set
+// REDIS_VERSION_NUM) the acquire script reads the previous token and stores
+// the new one with one SET … GET. An uncontended acquire runs three commands
+// on the server (SET NX PX, TIME, SET … GET) and a release three (GET, DEL,
+// a look at the waiter queue); the tests run Redis 7.0.
+//
 // Keys are stored as prefix + "{" + base64url(key) + "}" + ":lock", the
 // fencing counter beside it as … + ":fence", and the waiter queue as … +
 // ":q" and … + ":qd" (see Waiting). Base64url has no braces, so the hash
@@ -92,8 +98,10 @@
 //
 // Waiters are served in arrival order as long as they come back by their
 // deadline; an attempt that does not queue (TryAcquire, and the first
-// attempt of Acquire) may take a free lock ahead of the queue, whose head
-// then learns the new holder and waits on. A live waiter misjudged stale (a
+// attempt of Acquire) may take a free lock ahead of the queue, and wakes
+// nobody: it can only take a lock whose holder released it (which woke the
+// head) or let it expire (when the head's own wait ends), so the head's next
+// try meets the new holder and waits on for its PTTL. A live waiter misjudged stale (a
 // process stalled for seconds) loses its place and its wake-up, not the
 // lock: it tries again at its fallback wait and queues anew. In a Cluster,
 // PUBLISH is broadcast to every node, so a subscription on any node hears

@@ -9,8 +9,9 @@
 -- channel prefix .. Locker id, and a wake-up is the waiter id published there.
 
 -- TIME before a write is only allowed with effects replication: the default
--- since Redis 5, and a no-op there; needed on 3.2 and 4.
-if redis.replicate_commands then redis.replicate_commands() end
+-- since Redis 5, and needed on 3.2 and 4. Redis 7 (the first to set
+-- REDIS_VERSION_NUM) dropped the rest; the call still costs a little there.
+if not redis.REDIS_VERSION_NUM and redis.replicate_commands then redis.replicate_commands() end
 
 local function now_us()
   local t = redis.call('TIME')

@@ -81,14 +81,14 @@ func (b *base) subscriber(c goredis.UniversalClient) *subscriber {
 }
 
 // acquireArgs are acquire.lua's keys and arguments for one attempt; waiter
-// is "" for an attempt that does not queue (which sends fewer arguments: it
-// is the uncontended path).
+// is "" for an attempt that does not queue, which touches neither the queue
+// nor the wake-up channels, and so names only the lock and fence keys and
+// sends two arguments: it is the uncontended path.
 func (b *base) acquireArgs(n names, req *driver.Request, waiter string) ([]string, []any) {
-	keys := []string{n.lock, n.fence, n.queue, n.deadlines}
 	if waiter == "" {
-		return keys, []any{value(req), ttlMillis(req.TTL), b.wakeArg}
+		return []string{n.lock, n.fence}, []any{value(req), ttlMillis(req.TTL)}
 	}
-	return keys, []any{value(req), ttlMillis(req.TTL), b.wakeArg, waiter, staleAfter(req.TTL)}
+	return []string{n.lock, n.fence, n.queue, n.deadlines}, []any{value(req), ttlMillis(req.TTL), b.wakeArg, waiter, staleAfter(req.TTL)}
 }
 
 // queueKeys are the keys of release.lua and leave.lua.
