@@ -56,18 +56,32 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 	}
 	start := time.Now()
 	gen := b.gen.Load()
-	name, pending, err := b.create(ctx, dir, prefix, []byte(req.Label))
+	session := b.conn.SessionID()
+	name, dirStat, pending, err := b.create(ctx, dir, prefix, []byte(req.Label))
 	if err != nil {
 		b.cleanup(dir, prefix, "", pending)
 		return nil, err
 	}
-	l, err := b.contend(ctx, req, dir, name, wait, gen)
-	if err != nil {
-		b.cleanup(dir, prefix, name, nil)
-		return nil, err
+	var l *lock
+	if dirStat != nil && dirStat.NumChildren == 1 && session != 0 && b.conn.SessionID() == session {
+		// Granted by the create: its multi's reply says the own node was
+		// the directory's only child (so first in the queue) as of the
+		// transaction that made it, whose zxid is the node's czxid (the
+		// directory's Mzxid). The session did not change between sending
+		// the multi and its reply, so the request ran in it and the node is
+		// its ephemeral. The watch that reports the lock's loss is set by
+		// the lock's watcher (lock.watch), which checks the node first.
+		l = newLock(b, req, dir+"/"+name, dirStat.Mzxid, session, start, nil)
+	} else {
+		l, err = b.contend(ctx, req, dir, name, wait, gen)
+		if err != nil {
+			b.cleanup(dir, prefix, name, nil)
+			return nil, err
+		}
 	}
 	if l.start.IsZero() {
 		l.start = start
+		l.promise(start.Add(req.TTL))
 	}
 	b.track(l)
 	b.wg.Add(1)
@@ -77,57 +91,88 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 
 // createResult is the outcome of one create request.
 type createResult struct {
-	path string
-	err  error
+	path    string
+	dirStat *zk.Stat // the directory's stat in the multi's reply, or nil
+	err     error
 }
 
 // create makes the own ephemeral sequential node in dir and returns its
-// name. If ctx ends while a create is in flight, it returns that create's
-// pending outcome, for the clean-up to wait on.
-func (b *backend) create(ctx context.Context, dir, prefix string, data []byte) (string, <-chan createResult, error) {
+// name, and the directory's stat just after the create when the create's
+// reply carried it (nil when the node was found again after a lost reply, or
+// created without a multi). If ctx ends while a create is in flight, it
+// returns that create's pending outcome, for the clean-up to wait on.
+//
+// The create is sent in a multi with a write of the directory's data: one
+// transaction, so the directory's stat in the reply is as of that
+// transaction: its Mzxid is the new node's czxid, and its child count says
+// whether the node is alone, and so first in the queue. (go-zookeeper's
+// plain create answers with the path alone.)
+func (b *backend) create(ctx context.Context, dir, prefix string, data []byte) (string, *zk.Stat, <-chan createResult, error) {
 	var err error
 	for range maxCreateAttempts {
 		res := make(chan createResult, 1)
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			p, err := b.conn.Create(dir+"/"+prefix, data, zk.FlagEphemeralSequential, b.acl)
-			res <- createResult{p, err}
+			res <- b.createOnce(dir, prefix, data)
 		}()
 		var r createResult
 		select {
 		case r = <-res:
 		case <-ctx.Done():
-			return "", res, ctx.Err()
+			return "", nil, res, ctx.Err()
 		}
 		err = r.err
 		switch {
 		case err == nil:
-			return path.Base(r.path), nil, nil
+			return path.Base(r.path), r.dirStat, nil, nil
 		case errors.Is(err, zk.ErrNoNode):
 			// The lock directory does not exist (yet, or any more: an empty
 			// container is removed by the server).
 			if err := b.ensureDir(ctx, dir); err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 		case errors.Is(err, zk.ErrConnectionClosed):
 			// The request may have been applied with its reply lost: look for
 			// the node by owner id before creating another.
 			name, err := b.findOwn(ctx, dir, prefix)
 			if err != nil {
-				return "", nil, err
+				return "", nil, nil, err
 			}
 			if name != "" {
-				return name, nil, nil
+				return name, nil, nil, nil
 			}
 		case errors.Is(err, zk.ErrSessionExpired):
 			// A node made in the expired session died with it: create again
 			// in the new one.
+		case errors.Is(err, zk.ErrNoAuth) && !b.plainCreate.Load():
+			// The ACL lets us create children but not write the
+			// directory's data: create without the multi from now on.
+			b.plainCreate.Store(true)
 		default:
-			return "", nil, err
+			return "", nil, nil, err
 		}
 	}
-	return "", nil, fmt.Errorf("create gave up after %d attempts: %w", maxCreateAttempts, err)
+	return "", nil, nil, fmt.Errorf("create gave up after %d attempts: %w", maxCreateAttempts, err)
+}
+
+// createOnce sends one create: in a multi with a write of the directory's
+// data (see create), or alone once the server refused us that write.
+func (b *backend) createOnce(dir, prefix string, data []byte) createResult {
+	if b.plainCreate.Load() {
+		p, err := b.conn.Create(dir+"/"+prefix, data, zk.FlagEphemeralSequential, b.acl)
+		return createResult{path: p, err: err}
+	}
+	rs, err := b.conn.Multi(
+		&zk.CreateRequest{Path: dir + "/" + prefix, Data: data, Acl: b.acl, Flags: zk.FlagEphemeralSequential},
+		&zk.SetDataRequest{Path: dir, Data: nil, Version: -1})
+	if err != nil {
+		return createResult{err: err}
+	}
+	if len(rs) != 2 || rs[1].Stat == nil {
+		return createResult{err: fmt.Errorf("zookeeper: multi answered %d results, want 2", len(rs))}
+	}
+	return createResult{path: rs[0].String, dirStat: rs[1].Stat}
 }
 
 // findOwn returns the name of the oldest node of prefix in dir, or "". It
@@ -346,8 +391,7 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 	if session != sessionNow {
 		return nil, fmt.Errorf("%w: node belongs to session %#x, the connection has session %#x", errVanished, session, sessionNow)
 	}
-	return &lock{b: b, path: own, czxid: czxid, session: session, start: start, lost: req.Lost, watchCh: ownW, done: make(chan struct{}),
-		validUntil: start.Add(req.TTL)}, nil
+	return newLock(b, req, own, czxid, session, start, ownW), nil
 }
 
 // eventCause says why a watch fired, as an error.

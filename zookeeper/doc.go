@@ -16,15 +16,29 @@
 //
 // Because a child's name carries its owner id, a create whose reply is lost to
 // a connection loss is found again (after a sync) by that id instead of being
-// created twice. Before an acquisition reports success it checks that its own
-// node exists, has the czxid it was created with, and that its ephemeralOwner
-// is the current session; if the connection was re-established meanwhile (or
-// the Locker cannot see reconnects: New without Events) it syncs with the
-// leader first, so that a session that expired while waiting, read through a
-// lagging server, never reports a lock it no longer has. Every failure path
-// (a cancelled wait, a failed list or watch, a TryAcquire that finds the key
-// held) deletes the own node, retrying until it is gone, the session has
-// ended, or the Locker closes.
+// created twice. The create is sent in a multi (one transaction) with a write
+// of the directory's data, whose reply carries the directory's stat as of
+// that transaction: when it counts one child, the new node is alone in the
+// queue and so holds the lock, and when the session is the same before and
+// after the request, the node is that session's ephemeral. Such a grant needs
+// no further read. Otherwise (other nodes queued, a session that changed, a
+// node found again after a lost reply) the acquisition lists the queue and
+// reads its own node; before it reports success it checks that the node
+// exists, has the czxid it was created with, and that its ephemeralOwner is
+// the current session; if the connection was re-established meanwhile (or
+// the Locker cannot see reconnects: New without Events) and it waited, it
+// syncs with the leader first, so that a session that expired while waiting,
+// read through a lagging server, never reports a lock it no longer has. Every
+// failure path (a cancelled wait, a failed list or watch, a TryAcquire that
+// finds the key held) deletes the own node, retrying until it is gone, the
+// session has ended, or the Locker closes.
+//
+// The write of the directory's data (empty data, any version) is harmless
+// but visible: the directory's data version and mzxid move with every
+// acquisition. It needs the write permission on the directory; when the
+// server refuses it (a Config.ACL without zk.PermWrite), the Locker creates
+// its nodes with a plain create from then on, and every acquisition lists the
+// queue and reads its own node.
 //
 // TryAcquire first syncs and lists the queue, and reports locker.ErrLocked
 // when it is not empty, without writing; it queues (and deletes its node
@@ -33,7 +47,9 @@
 // # Fencing tokens
 //
 // The token is the own node's czxid: the zxid of the transaction that created
-// it. Zxids are assigned by the leader in one total order for the whole
+// it, which is also the Mzxid of the directory in the create's multi reply
+// (the same transaction wrote it), or else read from the node itself.
+// Zxids are assigned by the leader in one total order for the whole
 // ensemble, so for one key a later grant always has a larger token: across
 // holder crashes, session expiry, client reconnects, server restarts and
 // leader changes, as long as the ensemble keeps its transaction log (a quorum
@@ -44,19 +60,27 @@
 //
 // # Cost of an uncontended lock
 //
-// Acquire is two round trips and Release one, the count of go-zookeeper's
-// zk.Lock: the create, then the queue listing and a read of the own node
-// (for its czxid, its ephemeralOwner, and the watch that reports the lock's
-// loss) sent together on the one connection, then the delete. The lock
-// directory is created only when a create finds it missing. The read of the
-// own node is the one request more than zk.Lock sends: go-zookeeper's create
-// returns only the path (it does not expose the create2 request, whose reply
-// carries the node's stat, and a multi's create answers with a path too), and
-// the directory's stat from the listing does not name the own node's czxid
-// reliably (its pzxid moves with any later child change, and ZooKeeper 3.8's
-// child version counts deletions while the sequence counter does not, so the
-// two cannot prove the create was the last change). The token is never
-// guessed: it is read.
+// Acquire is one round trip and Release one: the create's multi, whose reply
+// grants the lock (see above), then the delete; go-zookeeper's zk.Lock takes
+// three (create, list, delete). TryAcquire adds its sync and listing before
+// the create. The lock directory is created only when a create finds it
+// missing. Right after the grant, the lock's watcher reads the own node with
+// a watch (the watch that reports the lock's loss), in the background: if the
+// node is already gone, or is not this lease's, the loss is reported then. A
+// contended acquisition costs as before: the multi, the listing and a read of
+// the own node sent together, a watch on the predecessor, and a listing after
+// each wake-up.
+//
+// The loss watch is on the own node, not a child watch on the directory: a
+// child watch fires at every node that joins or leaves the queue, so the
+// holder would read the queue again for each new waiter, and a waiter's watch
+// left from its first listing would fire at the next release (a second
+// wake-up beside the successor's).
+//
+// (Earlier versions sent a plain create and read the own node for its czxid:
+// go-zookeeper exposes no create2, whose reply carries the node's stat, and
+// the directory's stat from a listing cannot prove the create was the last
+// change. The multi's reply can: it is the stat of that one transaction.)
 //
 // # TTL and sessions
 //
@@ -86,8 +110,9 @@
 // the one this lease created, owned by the current session.
 //
 // Session expiry ends every lease of the session at once: each held lock keeps
-// a watch on its own node, and both its deletion and the expiry of the session
-// are reported as loss. The client learns of an expiry only when it
+// a watch on its own node (set just after the grant, for a lock granted by
+// its create), and both its deletion and the expiry of the session are
+// reported as loss. The client learns of an expiry only when it
 // reconnects; until then the lease ends at its local deadline, or earlier by
 // the suspect rule above.
 //

@@ -52,11 +52,17 @@ func (e *replyEater) dial(network, addr string, timeout time.Duration) (net.Conn
 	return &eatingConn{Conn: c, e: e}, nil
 }
 
-const opCreate = 1 // ZooKeeper's opcode of create
+// ZooKeeper's opcodes of create and multi (the package creates its nodes in
+// a multi).
+const opCreate, opMulti = 1, 14
 
 func (c *eatingConn) Write(b []byte) (int, error) {
 	// A request is [length][xid][opcode]…, in one Write by go-zookeeper.
-	if len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == opCreate && c.e.armed.CompareAndSwap(true, false) {
+	if len(b) < 12 {
+		return c.Conn.Write(b)
+	}
+	op := int32(binary.BigEndian.Uint32(b[8:12]))
+	if (op == opCreate || op == opMulti) && c.e.armed.CompareAndSwap(true, false) {
 		c.e.eating.Store(true)
 	}
 	return c.Conn.Write(b)

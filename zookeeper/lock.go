@@ -24,7 +24,9 @@ type lock struct {
 	start   time.Time
 	lost    func(error)
 
-	watchCh <-chan zk.Event // the watch on the own node, read by watch
+	// watchCh is the watch on the own node, read by watch; nil when the lock
+	// was granted by its create alone: watch then sets it.
+	watchCh <-chan zk.Event
 	// releasing is set before this lock deletes its own node, so that the
 	// deletion it causes is not reported as a loss.
 	releasing atomic.Bool
@@ -36,6 +38,13 @@ type lock struct {
 	// may live on is not deleted before it (session.go).
 	mu         sync.Mutex
 	validUntil time.Time
+}
+
+// newLock returns the lock of the own node at path, granted at start (zero
+// when the caller sets it).
+func newLock(b *backend, req *driver.Request, path string, czxid, session int64, start time.Time, watchCh <-chan zk.Event) *lock {
+	return &lock{b: b, path: path, czxid: czxid, session: session, start: start, lost: req.Lost, watchCh: watchCh,
+		done: make(chan struct{}), validUntil: start.Add(req.TTL)}
 }
 
 // promise records that the lock is valid until at least t.
@@ -67,6 +76,12 @@ func (l *lock) Start() time.Time { return l.start }
 func (l *lock) watch() {
 	defer l.b.wg.Done()
 	ch := l.watchCh
+	if ch == nil {
+		var ok bool
+		if ch, ok = l.rewatch(); !ok {
+			return
+		}
+	}
 	for {
 		select {
 		case ev := <-ch:
@@ -84,15 +99,8 @@ func (l *lock) watch() {
 				return
 			}
 			// The node's data changed: watch it again.
-			exists, st, next, err := l.b.conn.ExistsW(l.path)
-			switch {
-			case err != nil:
-				l.report(fmt.Errorf("zookeeper: watching own node again: %w", err))
-				return
-			case !exists || st.Czxid != l.czxid:
-				if !l.releasing.Load() {
-					l.report(errors.New("zookeeper: own node gone"))
-				}
+			next, ok := l.rewatch()
+			if !ok {
 				return
 			}
 			ch = next
@@ -102,6 +110,35 @@ func (l *lock) watch() {
 			return
 		}
 	}
+}
+
+// rewatch sets a watch on the own node and checks that the node is still
+// this lock's, in its session. When it is not, or the watch cannot be set,
+// it reports the loss (unless the lock is being released) and returns false.
+//
+// It reads the node with GetW, not ExistsW: on a node already deleted (by a
+// Release that overtook a lock granted by its create) ExistsW would leave a
+// watch for the node's creation on the client and the server, kept for the
+// whole session since the name never comes back.
+func (l *lock) rewatch() (<-chan zk.Event, bool) {
+	_, st, w, err := l.b.conn.GetW(l.path)
+	var cause error
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		cause = errors.New("zookeeper: own node gone")
+	case err != nil:
+		cause = fmt.Errorf("zookeeper: watching own node: %w", err)
+	case st.Czxid != l.czxid:
+		cause = errors.New("zookeeper: own node gone")
+	case st.EphemeralOwner != l.session:
+		cause = fmt.Errorf("zookeeper: own node belongs to session %#x, not %#x", st.EphemeralOwner, l.session)
+	default:
+		return w, true
+	}
+	if !l.releasing.Load() && l.b.ctx.Err() == nil {
+		l.report(cause)
+	}
+	return nil, false
 }
 
 // Refresh reads the own node: it proves that the session was alive at the

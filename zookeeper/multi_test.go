@@ -2,10 +2,13 @@ package zookeeper_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/distlock/locker"
 	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/zookeeper"
 )
 
 // TestMultiCreate_DirectoryStatNamesTheCreate proves, on the real server, what
@@ -64,5 +67,95 @@ func TestMultiCreate_DirectoryStatNamesTheCreate(t *testing.T) {
 		&zk.SetDataRequest{Path: root + "/missing", Version: -1})
 	if err != zk.ErrNoNode {
 		t.Fatalf("multi in a missing directory: %v, want ErrNoNode", err)
+	}
+}
+
+// ownNode returns the stat of the one node in key's queue, read with a plain
+// client.
+func ownNode(t *testing.T, c *zk.Conn, root, key string) *zk.Stat {
+	t.Helper()
+	dir := lockDir(root, key)
+	kids, _, err := c.Children(dir)
+	if err != nil || len(kids) != 1 {
+		t.Fatalf("queue of %q: %v, %v; want one node", key, kids, err)
+	}
+	_, st, err := c.Exists(dir + "/" + kids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestToken_IsOwnNodeCzxid: the token of a lease is its node's czxid, read by
+// a plain client: for a fresh key (its directory created on the way), a
+// reused one, a grant after a wait, and with an ACL that does not let the
+// Locker write a directory's data (the create is then sent alone).
+func TestToken_IsOwnNodeCzxid(t *testing.T) {
+	addr := []string{testenv.ZooKeeper(t).Addr()}
+	c := rawConn(t, addr, nil)
+	for _, tc := range []struct {
+		name string
+		acl  []zk.ACL
+		// writes: the directory's data version after two acquisitions: each
+		// writes it in its create's multi, unless the ACL forbids it.
+		writes int32
+	}{
+		{"default ACL", nil, 2},
+		{"ACL without write", zk.WorldACL(zk.PermAll &^ zk.PermWrite), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := freshRoot(t)
+			ctx := ctxT(t, 30*time.Second)
+			l, err := zookeeper.Dial(ctx, addr, zookeeper.Config{Root: root, SessionTimeout: testTTL, ACL: tc.acl}, locker.WithTTL(testTTL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			other := dial(t, addr, root, locker.WithTTL(testTTL))
+			for _, step := range []string{"fresh key", "reused key"} {
+				lease, err := l.Acquire(ctx, "k")
+				if err != nil {
+					t.Fatalf("%s: %v", step, err)
+				}
+				if st := ownNode(t, c, root, "k"); lease.Token() != uint64(st.Czxid) {
+					t.Fatalf("%s: token %#x, own node's czxid %#x", step, lease.Token(), st.Czxid)
+				}
+				if err := lease.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, dirSt, err := c.Exists(lockDir(root, "k"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dirSt.Version != tc.writes {
+				t.Fatalf("directory data version %d, want %d", dirSt.Version, tc.writes)
+			}
+			// A grant after a wait.
+			holder, err := l.Acquire(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan locker.Lease, 1)
+			go func() {
+				lease, err := other.Acquire(ctx, "k")
+				if err != nil {
+					t.Error(err)
+				}
+				got <- lease
+			}()
+			waitQueue(t, c, lockDir(root, "k"), 2)
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			next := <-got
+			if next == nil {
+				t.FailNow()
+			}
+			if st := ownNode(t, c, root, "k"); next.Token() != uint64(st.Czxid) || next.Token() <= holder.Token() {
+				t.Fatalf("after a wait: token %#x (previous %#x), own node's czxid %#x", next.Token(), holder.Token(), st.Czxid)
+			}
+			_ = next.Release(ctx)
+		})
 	}
 }

@@ -228,6 +228,9 @@ type backend struct {
 	// session (with stateEvents): an acquisition that saw no new one needs
 	// no sync before it decides.
 	gen atomic.Int64
+	// plainCreate: the server refused the multi's write of a lock
+	// directory's data (an ACL without write): nodes are created alone.
+	plainCreate atomic.Bool
 
 	// ctx is cancelled by Close: it stops waits, watches and clean-ups.
 	ctx     context.Context
