@@ -314,11 +314,17 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 			return nil, locker.ErrLocked
 		}
 		// Watch only the node just before ours: a release wakes one waiter.
+		// GetW, not ExistsW: on a node already gone, ExistsW would leave a
+		// watch for its re-creation — which never comes — on the client and
+		// the server for the rest of the session; GetW sets none then.
 		pred := dir + "/" + queue[idx-1].name
-		var predExists bool
+		predExists := true
 		var predW <-chan zk.Event
 		err := b.do(ctx, func() (err error) {
-			predExists, _, predW, err = b.conn.ExistsW(pred)
+			_, _, predW, err = b.conn.GetW(pred)
+			if errors.Is(err, zk.ErrNoNode) {
+				predExists, err = false, nil
+			}
 			return err
 		})
 		if err != nil {
