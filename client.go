@@ -78,16 +78,24 @@ func (c *client) roundTTL(ttl time.Duration) (time.Duration, error) {
 }
 
 func (c *client) Acquire(ctx context.Context, key string, opts ...Option) (Lease, error) {
-	return c.acquire(ctx, "acquire", key, opts, c.b.Acquire)
+	return c.acquire(ctx, "acquire", key, opts, c.b.Acquire, lateGrantAttempts)
 }
 
 func (c *client) TryAcquire(ctx context.Context, key string, opts ...Option) (Lease, error) {
-	return c.acquire(ctx, "try-acquire", key, opts, c.b.TryAcquire)
+	return c.acquire(ctx, "try-acquire", key, opts, c.b.TryAcquire, 1)
 }
+
+// lateGrantAttempts bounds the grants a blocking Acquire may receive after
+// their own deadline (the backend slower than the TTL for a moment, as a
+// cluster is just after a partition heals) before it reports ErrLeaseLost:
+// each such grant is given back and the wait starts over. A TTL that is
+// always too short for the backend still fails, rather than spinning until
+// the context ends. TryAcquire never retries.
+const lateGrantAttempts = 3
 
 type acquireFunc func(context.Context, *driver.Request) (driver.Lock, error)
 
-func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do acquireFunc) (Lease, error) {
+func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do acquireFunc, attempts int) (Lease, error) {
 	o := c.opts
 	o.apply(opts)
 	if o.err != nil {
@@ -114,22 +122,34 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 	stop := context.AfterFunc(c.ctx, func() { cancel(ErrClosed) })
 	defer stop()
 
-	l := &lease{c: c, key: key, ttl: ttl, autoRefresh: o.autoRefresh, done: make(chan struct{})}
-	req := &driver.Request{Key: storedKey(o.namespace, key), Owner: driver.NewOwnerID(), Label: o.owner, TTL: ttl, Lost: l.lost}
-	dl, err := do(actx, req)
-	if err != nil {
-		if errors.Is(context.Cause(actx), ErrClosed) && ctx.Err() == nil {
-			err = ErrClosed
+	stored := storedKey(o.namespace, key)
+	for attempt := 1; ; attempt++ {
+		l := &lease{c: c, key: key, ttl: ttl, autoRefresh: o.autoRefresh, done: make(chan struct{})}
+		req := &driver.Request{Key: stored, Owner: driver.NewOwnerID(), Label: o.owner, TTL: ttl, Lost: l.lost}
+		dl, err := do(actx, req)
+		if err != nil {
+			if errors.Is(context.Cause(actx), ErrClosed) && ctx.Err() == nil {
+				err = ErrClosed
+			}
+			return nil, wrapError(ctx, c.name, op, key, err)
 		}
-		return nil, wrapError(ctx, c.name, op, key, err)
+		err = c.hold(l, dl)
+		if err == nil {
+			return l, nil
+		}
+		giveBack(ctx, dl)
+		if !errors.Is(err, errLateGrant) || attempt >= attempts || actx.Err() != nil {
+			return nil, &opError{c.name, op, key, err}
+		}
 	}
-	if err := c.hold(l, dl); err != nil {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer rcancel()
-		_ = dl.Release(rctx)
-		return nil, &opError{c.name, op, key, err}
-	}
-	return l, nil
+}
+
+// giveBack releases a granted lock that never became a lease, with a
+// timeout of its own: the caller's context may be about to end.
+func giveBack(ctx context.Context, dl driver.Lock) {
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer rcancel()
+	_ = dl.Release(rctx)
 }
 
 // begin registers an in-flight call; false once the Locker is closed.

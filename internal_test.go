@@ -233,3 +233,63 @@ func TestStoredKey_NamespacesNeverCollide(t *testing.T) {
 		}
 	}
 }
+
+// lateThen grants locks that start a TTL in the past (granted after their
+// own deadline) late times, then on time; it counts grants and releases.
+type lateThen struct {
+	late, grants, releases int
+}
+
+func (s *lateThen) acquire(_ context.Context, r *driver.Request) (driver.Lock, error) {
+	s.grants++
+	start := time.Now()
+	if s.grants <= s.late {
+		start = start.Add(-2 * r.TTL)
+	}
+	return &countedRelease{stubLock: &stubLock{start: start}, n: &s.releases}, nil
+}
+
+type countedRelease struct {
+	*stubLock
+	n *int
+}
+
+func (r *countedRelease) Release(context.Context) error { *r.n++; return nil }
+
+func TestAcquire_LateGrant_GivenBackAndRetried(t *testing.T) {
+	s := &lateThen{late: 2}
+	l, _ := New(&stub{acquire: s.acquire})
+	defer l.Close()
+	lease, err := l.Acquire(context.Background(), "k")
+	if err != nil {
+		t.Fatalf("Acquire = %v, want a lease after two late grants", err)
+	}
+	defer lease.Release(context.Background())
+	if s.grants != 3 || s.releases != 2 {
+		t.Fatalf("grants = %d, releases = %d; want 3 grants, the 2 late ones given back", s.grants, s.releases)
+	}
+}
+
+func TestAcquire_AlwaysLate_FailsAfterBoundedRetries(t *testing.T) {
+	s := &lateThen{late: 1 << 30}
+	l, _ := New(&stub{acquire: s.acquire})
+	defer l.Close()
+	if _, err := l.Acquire(context.Background(), "k"); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Acquire = %v, want ErrLeaseLost", err)
+	}
+	if s.grants != lateGrantAttempts || s.releases != lateGrantAttempts {
+		t.Fatalf("grants = %d, releases = %d; want %d of each", s.grants, s.releases, lateGrantAttempts)
+	}
+}
+
+func TestTryAcquire_LateGrant_NotRetried(t *testing.T) {
+	s := &lateThen{late: 1}
+	l, _ := New(&stub{acquire: s.acquire})
+	defer l.Close()
+	if _, err := l.TryAcquire(context.Background(), "k"); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("TryAcquire = %v, want ErrLeaseLost", err)
+	}
+	if s.grants != 1 || s.releases != 1 {
+		t.Fatalf("grants = %d, releases = %d; want 1 of each", s.grants, s.releases)
+	}
+}

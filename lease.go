@@ -79,7 +79,7 @@ func (l *lease) start(dl driver.Lock) error {
 	l.ops = make(chan struct{}, 1)
 	l.deadline = dl.Start().Add(l.ttl - DriftMargin(l.ttl))
 	if !time.Now().Before(l.deadline) {
-		return fmt.Errorf("%w: granted after its own deadline (TTL %v too short for this backend's latency)", ErrLeaseLost, l.ttl)
+		return fmt.Errorf("%w: %w (TTL %v too short for this backend's latency)", ErrLeaseLost, errLateGrant, l.ttl)
 	}
 	l.state = held
 	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
@@ -116,6 +116,9 @@ func (l *lease) endWith(state leaseState, err error) bool {
 	}
 	return ended
 }
+
+// errLateGrant says a lock was granted after its own deadline had passed.
+var errLateGrant = errors.New("granted after its own deadline")
 
 func lostBecause(cause error) error { return fmt.Errorf("%w: %w", ErrLeaseLost, cause) }
 

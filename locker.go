@@ -9,7 +9,10 @@ import (
 // each Lease it returns belongs to one holder.
 type Locker interface {
 	// Acquire blocks until key is held, ctx ends, or the backend fails. A wait
-	// that ends without the lock leaves nothing behind on the backend.
+	// that ends without the lock leaves nothing behind on the backend. A
+	// grant that arrives after its own deadline (the backend slower than the
+	// TTL) is given back and the wait starts over, up to three grants; then
+	// Acquire fails with ErrLeaseLost: the TTL is too short for the backend.
 	Acquire(ctx context.Context, key string, opts ...Option) (Lease, error)
 	// TryAcquire makes one attempt; ErrLocked when another owner holds key.
 	TryAcquire(ctx context.Context, key string, opts ...Option) (Lease, error)
