@@ -2,14 +2,13 @@ package redis
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/distlock/locker/driver"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -53,10 +52,10 @@ func (w *waiter) stopTimer() {
 	}
 }
 
+// newHub returns the hub of a new Locker, with a random id: an owner id's
+// 128 random bits, so that no two Lockers share a channel.
 func newHub() *hub {
-	var id [8]byte
-	_, _ = crand.Read(id[:])
-	return &hub{id: hex.EncodeToString(id[:]), waiters: map[string]*waiter{}}
+	return &hub{id: driver.NewOwnerID().String(), waiters: map[string]*waiter{}}
 }
 
 // add registers a new waiter. It must be called, and the Locker subscribed,
