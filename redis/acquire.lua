@@ -15,9 +15,12 @@
 -- An attempt that does not queue sends only KEYS[1..2] and ARGV[1..2], and
 -- touches nothing else.
 --
--- Returns {1, token} when the lock is now held by ARGV[1], or {0, pttl, holder}
--- with the remaining time to live of the holder's lock in milliseconds and the
--- holder's owner value (Redlock tells a majority holder from a split by it).
+-- Returns the token (an integer, > 0) when the lock is now held by ARGV[1], or
+-- {0, pttl, holder} with the remaining time to live of the holder's lock in
+-- milliseconds and the holder's owner value (Redlock tells a majority holder
+-- from a split by it). A grant is a bare integer rather than an array: it is
+-- the reply of every uncontended acquire, and an integer is the cheapest to
+-- send and to read.
 
 local waiter = ARGV[4]
 -- SET NX first: the lock is usually free, and then one command takes it.
@@ -29,7 +32,7 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
     -- The same request ran twice (a client retry after a lost reply): the
     -- lock is ours already, and the fence still holds the token it was given.
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+    return tonumber(redis.call('GET', KEYS[2]) or '0')
   end
   local pttl = redis.call('PTTL', KEYS[1])
   if waiter then
@@ -78,4 +81,4 @@ if waiter then
   leave_queue(KEYS[3], KEYS[4], waiter)
   wake_head(KEYS[3], KEYS[4], ARGV[3])
 end
-return {1, token}
+return token

@@ -33,7 +33,19 @@ func encodeKey(key string) string {
 func (b *base) names(key string) names {
 	tag := encodeKey(key)
 	p := b.prefix + "{" + tag + "}"
-	return names{tag: tag, lock: p + ":lock", fence: p + ":fence", queue: p + ":q", deadlines: p + ":qd"}
+	// The four names are slices of one string: every acquisition needs
+	// them, and one allocation costs less than four.
+	all := p + ":lock" + p + ":fence" + p + ":q" + p + ":qd"
+	cut := func(suffix string) (name string) {
+		name, all = all[:len(p)+len(suffix)], all[len(p)+len(suffix):]
+		return name
+	}
+	n := names{tag: tag}
+	n.lock = cut(":lock")
+	n.fence = cut(":fence")
+	n.queue = cut(":q")
+	n.deadlines = cut(":qd")
+	return n
 }
 
 // channelPrefix starts the name of every Locker's wake-up channel under

@@ -86,3 +86,13 @@ func hashTag(name string) string {
 	}
 	return name[i+1 : i+1+j]
 }
+
+// TestNames pins the names of one lock.
+func TestNames(t *testing.T) {
+	b := base{prefix: "p:"}
+	got := b.names("a/b")
+	want := names{tag: "YS9i", lock: "p:{YS9i}:lock", fence: "p:{YS9i}:fence", queue: "p:{YS9i}:q", deadlines: "p:{YS9i}:qd"}
+	if got != want {
+		t.Fatalf("names(%q) = %+v, want %+v", "a/b", got, want)
+	}
+}

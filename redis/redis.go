@@ -84,15 +84,16 @@ func (b *base) subscriber(c goredis.UniversalClient) *subscriber {
 // is "" for an attempt that does not queue, which touches neither the queue
 // nor the wake-up channels, and so names only the lock and fence keys and
 // sends two arguments: it is the uncontended path.
-func (b *base) acquireArgs(n names, req *driver.Request, waiter string) ([]string, []any) {
+func (b *base) acquireArgs(n names, val string, ttl time.Duration, waiter string) ([]string, []any) {
 	if waiter == "" {
-		return []string{n.lock, n.fence}, []any{value(req), ttlMillis(req.TTL)}
+		return []string{n.lock, n.fence}, []any{val, ttlMillis(ttl)}
 	}
-	return []string{n.lock, n.fence, n.queue, n.deadlines}, []any{value(req), ttlMillis(req.TTL), b.wakeArg, waiter, staleAfter(req.TTL)}
+	return []string{n.lock, n.fence, n.queue, n.deadlines}, []any{val, ttlMillis(ttl), b.wakeArg, waiter, staleAfter(ttl)}
 }
 
-// queueKeys are the keys of release.lua and leave.lua.
-func (n names) queueKeys() []string { return []string{n.lock, n.queue, n.deadlines} }
+// queueKeys are the keys of release.lua and leave.lua (an array: a held lock
+// keeps them, and its release slices them without allocating).
+func (n names) queueKeys() [3]string { return [3]string{n.lock, n.queue, n.deadlines} }
 
 // RoundTTL implements driver.TTLRounder: PX counts whole milliseconds.
 func (b *base) RoundTTL(ttl time.Duration) (time.Duration, error) { return roundTTL(ttl) }
@@ -129,18 +130,19 @@ func (b *backend) Name() string { return "redis" }
 // when another owner holds it.
 func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, waiter string) (driver.Lock, time.Duration, error) {
 	start := time.Now()
-	keys, args := b.acquireArgs(n, req, waiter)
+	val := value(req)
+	keys, args := b.acquireArgs(n, val, req.TTL, waiter)
 	ok, x, err := pair(acquireScript.Run(ctx, b.client, keys, args...).Result())
 	if err != nil {
 		if outcomeUnknown(ctx, err) {
-			b.cleanup(ctx, n, req)
+			b.cleanup(ctx, n, val)
 		}
 		return nil, 0, err
 	}
 	if !ok {
 		return nil, time.Duration(x) * time.Millisecond, nil
 	}
-	return &lock{b: b, n: n, val: value(req), token: uint64(x), start: start}, 0, nil
+	return &lock{b: b, keys: n.queueKeys(), val: val, token: uint64(x), start: start}, 0, nil
 }
 
 // outcomeUnknown reports whether a failed request may have run on the server:
@@ -158,12 +160,14 @@ func outcomeUnknown(ctx context.Context, err error) bool {
 // unknown. It runs after the caller's context ended, so it has its own.
 const cleanupTimeout = 2 * time.Second
 
-// cleanup deletes req's lock if the request that failed did take it. It is
-// conditional on the owner, so it never touches anyone else's lock.
-func (b *backend) cleanup(ctx context.Context, n names, req *driver.Request) {
+// cleanup deletes the lock of owner value val if the request that failed did
+// take it. It is conditional on the owner, so it never touches anyone else's
+// lock.
+func (b *backend) cleanup(ctx context.Context, n names, val string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	releaseScript.Run(ctx, b.client, n.queueKeys(), value(req), b.wakeArg)
+	keys := n.queueKeys()
+	releaseScript.Run(ctx, b.client, keys[:], val, b.wakeArg)
 }
 
 // leave takes a waiter that gives up out of the lock's queue, best effort
@@ -173,7 +177,8 @@ func (b *backend) cleanup(ctx context.Context, n names, req *driver.Request) {
 func (b *base) leave(ctx context.Context, c goredis.UniversalClient, n names, w *waiter) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	leaveScript.Run(ctx, c, n.queueKeys(), w.id, b.wake)
+	keys := n.queueKeys()
+	leaveScript.Run(ctx, c, keys[:], w.id, b.wake)
 }
 
 func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
@@ -231,7 +236,7 @@ func (b *backend) Close() error {
 // lock is a lock held on one deployment.
 type lock struct {
 	b     *backend
-	n     names
+	keys  [3]string // queueKeys: keys[0] is the lock
 	val   string
 	token uint64
 	start time.Time
@@ -241,7 +246,7 @@ func (l *lock) Token() uint64    { return l.token }
 func (l *lock) Start() time.Time { return l.start }
 
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	n, err := refreshScript.Run(ctx, l.b.client, []string{l.n.lock}, l.val, ttlMillis(ttl)).Int64()
+	n, err := refreshScript.Run(ctx, l.b.client, l.keys[:1], l.val, ttlMillis(ttl)).Int64()
 	if err != nil {
 		return err
 	}
@@ -252,7 +257,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 }
 
 func (l *lock) Release(ctx context.Context) error {
-	n, err := releaseScript.Run(ctx, l.b.client, l.n.queueKeys(), l.val, l.b.wakeArg).Int64()
+	n, err := releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg).Int64()
 	if err != nil {
 		return err
 	}

@@ -163,7 +163,7 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waite
 	val := value(req)
 	timeout := r.timeout(req.TTL)
 	res := make([]nodeResult, len(r.nodes))
-	keys, args := r.acquireArgs(n, req, waiter)
+	keys, args := r.acquireArgs(n, val, req.TTL, waiter)
 	start := time.Now() // before the first request: validity counts from here
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
 		v, err := acquireScript.Run(ctx, c, keys, args...).Result()
@@ -269,8 +269,9 @@ func (r *redlock) releaseAll(ctx context.Context, n names, val string, wake bool
 	if wake {
 		ch = r.wake
 	}
+	keys := n.queueKeys()
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
-		x, e := releaseScript.Run(ctx, c, n.queueKeys(), val, ch).Int64()
+		x, e := releaseScript.Run(ctx, c, keys[:], val, ch).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {

@@ -51,10 +51,14 @@ func roundTTL(ttl time.Duration) (time.Duration, error) {
 	return r, nil
 }
 
-// pair reads a script's {flag, number[, …]} reply.
+// pair reads acquire.lua's reply: a token (an integer) for a grant, or
+// {0, pttl, holder} for a refusal.
 func pair(v any, err error) (ok bool, n int64, _ error) {
 	if err != nil {
 		return false, 0, err
+	}
+	if token, isInt := v.(int64); isInt {
+		return true, token, nil
 	}
 	a, isSlice := v.([]any)
 	if !isSlice || len(a) < 2 {
