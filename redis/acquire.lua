@@ -28,24 +28,28 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
   -- Held. Time stands still within a script, so the key that refused the
   -- SET is still there.
   local held = redis.call('GET', KEYS[1])
-  if held == ARGV[1] then
-    -- The same request ran twice (a client retry after a lost reply): the
-    -- lock is ours already, and the fence still holds the token it was given.
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return tonumber(redis.call('GET', KEYS[2]) or '0')
+  if held ~= ARGV[1] then
+    local pttl = redis.call('PTTL', KEYS[1])
+    if waiter then
+      -- The waiter tries again at the latest when the holder's lock expires
+      -- (plus up to a tenth of jitter): until then, and a slack, it is live.
+      local live = math.floor(math.max(pttl, 0) * 1.1) + tonumber(ARGV[5])
+      local now = now_us()
+      redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', now), waiter)
+      redis.call('HSET', KEYS[4], waiter, string.format('%.0f', math.floor(now / 1000) + live))
+      stretch(KEYS[3], live)
+      stretch(KEYS[4], live)
+    end
+    return {0, pttl, held}
   end
-  local pttl = redis.call('PTTL', KEYS[1])
-  if waiter then
-    -- The waiter tries again at the latest when the holder's lock expires
-    -- (plus up to a tenth of jitter): until then, and a slack, it is live.
-    local live = math.floor(math.max(pttl, 0) * 1.1) + tonumber(ARGV[5])
-    local now = now_us()
-    redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', now), waiter)
-    redis.call('HSET', KEYS[4], waiter, string.format('%.0f', math.floor(now / 1000) + live))
-    stretch(KEYS[3], live)
-    stretch(KEYS[4], live)
-  end
-  return {0, pttl, held}
+  -- The same request ran twice (a client retry after a lost reply): the
+  -- lock is ours already, and nobody else was granted it since, so the
+  -- fence still holds the token this request was given...
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local given = redis.call('GET', KEYS[2])
+  if given then return tonumber(given) end
+  -- ...unless the fence was evicted meanwhile. That token is lost with it
+  -- and was never delivered: hand out a new one, as for a fresh grant.
 end
 
 -- The token is max(counter + 1, server time in microseconds): the counter
