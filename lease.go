@@ -10,13 +10,6 @@ import (
 	"github.com/distlock/locker/driver"
 )
 
-// DriftMargin returns how much earlier than Start+TTL a lease's local deadline
-// is set: 1% of the TTL plus 2 ms, for clock-rate differences between client
-// and server and the scheduling delay of the timer itself (Redlock's rule).
-func DriftMargin(ttl time.Duration) time.Duration {
-	return ttl/100 + 2*time.Millisecond
-}
-
 type leaseState int
 
 const (
@@ -53,6 +46,19 @@ type lease struct {
 	expired     bool  // the driver's Expire was called
 }
 
+// GrantedTTL returns the TTL a lease of this package was granted with: the
+// TTL asked for, as the backend rounded it up (etcd to whole seconds, say).
+// It returns 0 for a Lease of another implementation.
+func GrantedTTL(l Lease) time.Duration {
+	if g, ok := l.(interface{ TTL() time.Duration }); ok {
+		return g.TTL()
+	}
+	return 0
+}
+
+// TTL returns the effective TTL (GrantedTTL).
+func (l *lease) TTL() time.Duration { return l.ttl }
+
 func (l *lease) Key() string           { return l.key }
 func (l *lease) Token() uint64         { return l.token }
 func (l *lease) Done() <-chan struct{} { return l.done }
@@ -78,7 +84,7 @@ func (l *lease) start(dl driver.Lock) error {
 	}
 	l.dl, l.token = dl, dl.Token()
 	l.ops = make(chan struct{}, 1)
-	l.deadline = dl.Start().Add(l.ttl - DriftMargin(l.ttl))
+	l.deadline = dl.Start().Add(l.ttl - driver.DriftMargin(l.ttl))
 	if !time.Now().Before(l.deadline) {
 		return fmt.Errorf("%w: %w (TTL %v too short for this backend's latency)", ErrLeaseLost, errLateGrant, l.ttl)
 	}
@@ -229,7 +235,7 @@ func (l *lease) Refresh(ctx context.Context) error {
 	if l.state != held {
 		return l.err
 	}
-	if d := sent.Add(l.ttl - DriftMargin(l.ttl)); d.After(l.deadline) {
+	if d := sent.Add(l.ttl - driver.DriftMargin(l.ttl)); d.After(l.deadline) {
 		l.deadline = d
 		l.timer.Reset(time.Until(d))
 	}
