@@ -168,6 +168,8 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 			return nil, &opError{c.name, op, key, err}
 		}
 		trace.SpanFromContext(ctx).AddEvent("late grant given back")
+		c.log.LogAttrs(ctx, slog.LevelInfo, "locker: a grant arrived after its own deadline; given back, waiting again",
+			slog.String("backend", c.name), slog.String("key", key), slog.Uint64("token", dl.Token()))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -136,8 +137,28 @@ func (l *lease) endWith(state leaseState, err error, cause int) bool {
 	l.mu.Unlock()
 	if ended {
 		l.c.forget(l)
+		if state == lost {
+			l.logLoss(cause, err)
+		}
 	}
 	return ended
+}
+
+// logLoss logs the loss of the lease, outside l.mu: at warning level, but
+// for a Locker closing with leases held (debug), which its owner asked for.
+func (l *lease) logLoss(cause int, err error) {
+	level := slog.LevelWarn
+	if cause == iClosed {
+		level = slog.LevelDebug
+	}
+	l.c.log.LogAttrs(context.Background(), level, "locker: lease lost", l.logAttrs(
+		slog.String("cause", causes[cause]), slog.Any("err", err))...)
+}
+
+// logAttrs are the attributes of every log record about the lease.
+func (l *lease) logAttrs(more ...slog.Attr) []slog.Attr {
+	return append([]slog.Attr{slog.String("backend", l.c.name), slog.String("key", l.key),
+		slog.Uint64("token", l.token)}, more...)
 }
 
 // errLateGrant says a lock was granted after its own deadline had passed.
@@ -197,9 +218,11 @@ func (l *lease) expire() {
 		return
 	}
 	l.expired = true
+	err := l.err
 	l.mu.Unlock()
 	if ended {
 		l.c.forget(l)
+		l.logLoss(iDeadline, err)
 	}
 	if x, ok := l.dl.(driver.Expirer); ok {
 		l.c.background(func(ctx context.Context) {
@@ -321,8 +344,12 @@ func (l *lease) cleanup(ctx context.Context) {
 	cleanup := l.state == lost && !l.cleaned
 	l.cleaned = true
 	l.mu.Unlock()
-	if cleanup {
-		_ = l.dl.Release(ctx)
+	if !cleanup {
+		return
+	}
+	if err := l.dl.Release(ctx); err != nil && !errors.Is(err, ErrLeaseLost) {
+		l.c.log.LogAttrs(ctx, slog.LevelInfo, "locker: could not remove a lost lease's entry; the backend expires it",
+			l.logAttrs(slog.Any("err", err))...)
 	}
 }
 
@@ -344,8 +371,7 @@ func (l *lease) refreshLoop(stop <-chan struct{}) {
 		err := l.Refresh(ctx)
 		cancel()
 		if err != nil {
-			l.c.log.Warn("locker: automatic refresh failed; lease lost", "backend", l.c.name, "key", l.key, "err", err)
-			return
+			return // the loss is logged where the lease ended
 		}
 		t.Reset(interval)
 	}
