@@ -27,6 +27,16 @@ func (r *records) Handle(_ context.Context, rec slog.Record) error {
 func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r *records) WithGroup(string) slog.Handler      { return r }
 
+// await returns what find does, waiting up to 10 s for the record: Done
+// closes before the loss is logged.
+func (r *records) await(msg string) (slog.Level, map[string]string) {
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if level, attrs := r.find(msg); attrs != nil || time.Now().After(end) {
+			return level, attrs
+		}
+	}
+}
+
 // find returns the attributes of the first record with msg, or nil.
 func (r *records) find(msg string) (slog.Level, map[string]string) {
 	r.mu.Lock()
@@ -56,7 +66,7 @@ func TestLogging_LossWithKeyTokenCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-lease.Done()
-	level, attrs := rec.find("locker: lease lost")
+	level, attrs := rec.await("locker: lease lost")
 	if attrs == nil {
 		t.Fatal("the loss was not logged")
 	}

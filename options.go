@@ -36,8 +36,8 @@ type options struct {
 	tracerProvider trace.TracerProvider
 	keyAttr        bool
 
-	lockerWide  string           // the last Locker-wide option seen, for the per-call check
-	err         error            // the first invalid option, reported by the call using them
+	lockerWide string // the last Locker-wide option seen, for the per-call check
+	err        error  // the first invalid option, reported by the call using them
 }
 
 // backendSetting is one backend's own option (BackendOption).
