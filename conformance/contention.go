@@ -15,8 +15,8 @@ import (
 
 func init() {
 	add("MutualExclusion_ManyClients_CounterExactTokensIncrease", testContention)
-	addWhen("FIFO_WaitersAcquireInArrivalOrder", "a FIFO promise", func(h Harness) bool {
-		f, ok := h.(FIFOHarness)
+	addWhen("FIFO_WaitersAcquireInArrivalOrder", "a FIFO promise", func(s *suite) bool {
+		f, ok := s.h.(FIFOHarness)
 		return ok && f.FIFO()
 	}, testFIFO)
 }
