@@ -3,8 +3,8 @@ package conformance
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"testing"
 	"time"
 
