@@ -31,16 +31,16 @@ func TestMemory_RefusesLowerToken(t *testing.T) {
 	}
 }
 
-func TestMemory_DoSkipsWriteWhenStale(t *testing.T) {
+func TestMemory_WriteSkipsFnWhenStale(t *testing.T) {
 	ctx := context.Background()
 	var g fencing.Memory
 	wrote := 0
 	write := func() error { wrote++; return nil }
-	if err := g.Do(ctx, "r", 5, write); err != nil {
+	if err := g.Write(ctx, "r", 5, write); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Do(ctx, "r", 4, write); !errors.Is(err, fencing.ErrStaleToken) {
-		t.Fatalf("Do(4) = %v, want ErrStaleToken", err)
+	if err := g.Write(ctx, "r", 4, write); !errors.Is(err, fencing.ErrStaleToken) {
+		t.Fatalf("Write(4) = %v, want ErrStaleToken", err)
 	}
 	if wrote != 1 {
 		t.Fatalf("write ran %d times, want 1", wrote)
