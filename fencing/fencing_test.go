@@ -7,25 +7,12 @@ import (
 	"testing"
 
 	"github.com/distlock/locker/fencing"
+	"github.com/distlock/locker/internal/guardtest"
 )
 
 func TestMemory_RefusesLowerToken(t *testing.T) {
-	ctx := context.Background()
 	g := fencing.NewMemory()
-	for _, tok := range []uint64{3, 3, 7} {
-		if err := g.Admit(ctx, "r", tok); err != nil {
-			t.Fatalf("Admit(%d) = %v, want nil", tok, err)
-		}
-	}
-	if err := g.Admit(ctx, "r", 6); !errors.Is(err, fencing.ErrStaleToken) {
-		t.Fatalf("Admit(6) after 7 = %v, want ErrStaleToken", err)
-	}
-	if err := g.Admit(ctx, "other", 1); err != nil {
-		t.Fatalf("Admit on another resource = %v, want nil (resources are independent)", err)
-	}
-	if err := g.Admit(ctx, "r", 0); !errors.Is(err, fencing.ErrStaleToken) {
-		t.Fatalf("Admit(0) = %v, want ErrStaleToken", err)
-	}
+	guardtest.AdmitOrder(context.Background(), t, g)
 	if h := g.Highest("r"); h != 7 {
 		t.Fatalf("Highest = %d, want 7", h)
 	}
