@@ -17,7 +17,7 @@ import (
 type engine struct {
 	name   string
 	schema string // the schema every table is in by default
-	open   func(t *testing.T) *sql.DB
+	open   func(t testing.TB) *sql.DB
 }
 
 func engines() []engine {
@@ -37,16 +37,16 @@ func forEachEngine(t *testing.T, f func(t *testing.T, e engine, db *sql.DB)) {
 
 // openSQLite opens a database file of the test's own, with a busy timeout
 // long enough for any wait in these tests even on a loaded machine.
-func openSQLite(params string) func(t *testing.T) *sql.DB {
-	return func(t *testing.T) *sql.DB {
+func openSQLite(params string) func(t testing.TB) *sql.DB {
+	return func(t testing.TB) *sql.DB {
 		path := filepath.Join(t.TempDir(), "guard.sqlite")
 		return openDB(t, "sqlite", "file:"+path+"?_pragma=busy_timeout(60000)"+params)
 	}
 }
 
-func openPostgres(t *testing.T) *sql.DB { return openDB(t, "pgx", testenv.PostgresDB(t)) }
+func openPostgres(t testing.TB) *sql.DB { return openDB(t, "pgx", testenv.PostgresDB(t)) }
 
-func openDB(t *testing.T, driver, dsn string) *sql.DB {
+func openDB(t testing.TB, driver, dsn string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
