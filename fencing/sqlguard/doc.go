@@ -22,8 +22,8 @@
 // and a lower token arriving meanwhile is refused once the higher commits.
 // At PostgreSQL's READ COMMITTED (its default) statements after the
 // admission see every write committed under earlier tokens; at REPEATABLE
-// READ or SERIALIZABLE a writer that waited fails with a serialization error
-// (SQLSTATE 40001) instead: roll back and retry. SQLite serializes all
+// READ or SERIALIZABLE a writer that raced another may fail with a
+// serialization error (SQLSTATE 40001) instead: roll back, retry. SQLite serializes all
 // writers; open it with a busy timeout (modernc.org/sqlite:
 // _pragma=busy_timeout(10000)), and admit first in the transaction or begin
 // it IMMEDIATE (_txlock=immediate), else a writer may fail with SQLITE_BUSY.
@@ -35,7 +35,7 @@
 // transaction cannot give one, so create it first (Admit once) or yourself
 // and pass WithCreateTable(false). Columns: resource text primary key, token
 // 64-bit integer > 0 (PostgreSQL: the postgres backend's Guard table).
-// MySQL is not supported (untested: its affected-row count for an unchanged
-// row differs). The token is what the lock service gave; the table keeps
-// the highest across restarts as durably as the database keeps any commit.
+// MySQL is not supported: untested, and it counts an upsert that leaves a
+// row as it was as no affected row. The table keeps the highest token
+// across restarts as durably as the database keeps any commit.
 package sqlguard
