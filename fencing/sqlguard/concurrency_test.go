@@ -48,7 +48,7 @@ func viaAdmitTx(db *sql.DB, level sql.IsolationLevel) writeFunc {
 // never decrease (no lower token passed after a higher one).
 func TestGuard_ConcurrentWriters_CommitInTokenOrder(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e engine, db *sql.DB) {
-		ways := map[string]writeFunc{"Write": viaWrite}
+		ways := map[string]writeFunc{"Write": viaWrite, "AdmitTx": viaAdmitTx(db, sql.LevelDefault)}
 		if e.name == "postgres" {
 			ways["AdmitTx/RepeatableRead"] = viaAdmitTx(db, sql.LevelRepeatableRead)
 			ways["AdmitTx/Serializable"] = viaAdmitTx(db, sql.LevelSerializable)

@@ -30,10 +30,9 @@
 //
 // The dialect is detected from the driver's package (pgx stdlib, lib/pq, any
 // package path containing "sqlite"); WithDialect sets it. The table,
-// DefaultTable or WithTable (and WithSchema), is created on first use on a
-// connection of its own: a pool limited to one connection held by your
-// transaction cannot give one, so create it first (Admit once) or yourself
-// and pass WithCreateTable(false). Columns: resource text primary key, token
+// DefaultTable or WithTable (and WithSchema), is created if missing on
+// first use, on a connection of its own (SQLite's AdmitTx: in your
+// transaction); WithCreateTable(false) leaves it to your migrations. Columns: resource text primary key, token
 // 64-bit integer > 0 (PostgreSQL: the postgres backend's Guard table).
 // MySQL is not supported: untested, and it counts an upsert that leaves a
 // row as it was as no affected row. The table keeps the highest token

@@ -55,6 +55,10 @@ type Guard struct {
 	stmts   statements
 	create  bool
 	created atomic.Bool
+	// createInTx: AdmitTx creates the table inside the caller's
+	// transaction (SQLite: in-process, so a no-op once the table exists is
+	// nearly free, and pools of one connection are common).
+	createInTx bool
 }
 
 var _ fencing.Guard = (*Guard)(nil)
@@ -94,7 +98,7 @@ func New(db *sql.DB, opts ...Option) (*Guard, error) {
 		}
 		table = schema + "." + table
 	}
-	return &Guard{db: db, stmts: o.dialect.statements(table), create: !o.noCreate}, nil
+	return &Guard{db: db, stmts: o.dialect.statements(table), create: !o.noCreate, createInTx: o.dialect == SQLite}, nil
 }
 
 // Admit implements fencing.Guard: it records token as the highest for
@@ -146,14 +150,46 @@ func (g *Guard) AdmitTx(ctx context.Context, tx *sql.Tx, resource string, token 
 	if tx == nil {
 		return fmt.Errorf("%w: sqlguard: nil *sql.Tx", locker.ErrInvalidOption)
 	}
-	if err := g.prepare(ctx, resource, token); err != nil {
+	if err := check(resource, token); err != nil {
+		return err
+	}
+	if g.createInTx && g.create && !g.created.Load() {
+		return g.admitCreatingInTx(ctx, tx, resource, token)
+	}
+	if err := g.createTable(ctx); err != nil {
 		return err
 	}
 	return g.admit(ctx, tx, resource, token)
 }
 
+// admitCreatingInTx is SQLite's first AdmitTx: the pool may have no other
+// connection to create the table on (SetMaxOpenConns(1) is common), so it
+// is created in tx, but only after the admission failed: any statement
+// before the admission would make tx a reader, and SQLite answers a reader
+// that then writes beside another writer with SQLITE_BUSY at once instead
+// of waiting. An SQLite statement that fails leaves its transaction usable.
+func (g *Guard) admitCreatingInTx(ctx context.Context, tx *sql.Tx, resource string, token uint64) error {
+	err := g.admit(ctx, tx, resource, token)
+	if err == nil || errors.Is(err, fencing.ErrStaleToken) {
+		g.created.Store(true)
+		return err
+	}
+	if _, cerr := tx.ExecContext(ctx, g.stmts.create); cerr != nil {
+		return err
+	}
+	// Not marked as created: the caller may roll tx back.
+	return g.admit(ctx, tx, resource, token)
+}
+
 // prepare refuses what no admission may carry and creates the table once.
 func (g *Guard) prepare(ctx context.Context, resource string, token uint64) error {
+	if err := check(resource, token); err != nil {
+		return err
+	}
+	return g.createTable(ctx)
+}
+
+func check(resource string, token uint64) error {
 	switch {
 	case resource == "" || !utf8.ValidString(resource) || strings.IndexByte(resource, 0) >= 0:
 		return fmt.Errorf("%w: sqlguard: resource %q must be non-empty UTF-8 without NUL", locker.ErrInvalidKey, resource)
@@ -163,6 +199,11 @@ func (g *Guard) prepare(ctx context.Context, resource string, token uint64) erro
 	case token > math.MaxInt64:
 		return fmt.Errorf("%w: resource %q: token %d", ErrTokenRange, resource, token)
 	}
+	return nil
+}
+
+// createTable creates the table once, unless told not to.
+func (g *Guard) createTable(ctx context.Context) error {
 	if !g.create || g.created.Load() {
 		return nil
 	}

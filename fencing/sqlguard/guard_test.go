@@ -96,7 +96,8 @@ func TestGuard_Write_StaleSkipsFn_FailedFnRollsBackAdmission(t *testing.T) {
 }
 
 // TestGuard_AdmitTx_CountsOnlyWhenCallerCommits: inside the caller's
-// transaction the admission becomes the highest only at commit.
+// transaction the admission becomes the highest only at commit (on SQLite,
+// the first, rolled back, also takes the table it created with it).
 func TestGuard_AdmitTx_CountsOnlyWhenCallerCommits(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e engine, db *sql.DB) {
 		g, err := sqlguard.New(db, sqlguard.WithSchema(e.schema), sqlguard.WithTable(`fences "of" app`))
@@ -108,9 +109,6 @@ func TestGuard_AdmitTx_CountsOnlyWhenCallerCommits(t *testing.T) {
 			t.Fatalf("AdmitTx with a nil tx = %v, want ErrInvalidOption", err)
 		}
 		admitIn := func(token uint64, commit bool) error {
-			if err := g.Admit(ctx, "warm", 1); err != nil { // creates the table
-				return err
-			}
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				return err
@@ -182,5 +180,33 @@ func TestNew_RefusesBadOptions(t *testing.T) {
 	}
 	if _, err := sqlguard.New(unknown, sqlguard.WithDialect(sqlguard.PostgreSQL), nil); err != nil {
 		t.Errorf("New with WithDialect over an unknown driver = %v, want a Guard", err)
+	}
+}
+
+// TestGuard_AdmitTx_FirstUseOnOneConnectionSQLite: SQLite databases are
+// often opened with one connection (SetMaxOpenConns(1)); an AdmitTx that
+// comes first, while its transaction holds that connection, must still
+// create the table instead of waiting for a connection until ctx ends.
+func TestGuard_AdmitTx_FirstUseOnOneConnectionSQLite(t *testing.T) {
+	db := openSQLite("")(t)
+	db.SetMaxOpenConns(1)
+	g, err := sqlguard.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 20*time.Second)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AdmitTx(ctx, tx, "res", 5); err != nil {
+		_ = tx.Rollback()
+		t.Fatalf("AdmitTx as the first use on a one-connection pool: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Admit(ctx, "res", 4); !errors.Is(err, fencing.ErrStaleToken) {
+		t.Fatalf("Admit(4) after AdmitTx(5) committed = %v, want ErrStaleToken", err)
 	}
 }
