@@ -86,7 +86,9 @@ func TestInspect_WatchUntilInterrupted(t *testing.T) {
 	a, stdout, stderr := testApp()
 	a.signals = sigs
 	done := make(chan int)
-	go func() { done <- a.main(context.Background(), []string{"inspect", "--watch", "memory://lockctl-watch", "k"}) }()
+	go func() {
+		done <- a.main(context.Background(), []string{"inspect", "--watch", "memory://lockctl-watch", "k"})
+	}()
 	for !strings.Contains(stdout.String(), "free") {
 		select {
 		case code := <-done:
