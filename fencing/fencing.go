@@ -6,9 +6,12 @@
 // writes, another holder may have the lock. Each lease carries a token that
 // strictly increases per key; the resource remembers the highest token it has
 // admitted and refuses anything lower. The guard must sit where the write
-// happens — in the same process as the in-memory Memory guard here, or in the
-// store itself for the Redis, etcd, ZooKeeper and SQL guards that live with
-// those backends — so that the check and the write are one atomic step.
+// happens — in the same process as the in-memory Memory guard here, in the
+// store itself for the Redis, etcd, ZooKeeper and PostgreSQL guards that live
+// with those backends, or in any PostgreSQL or SQLite database through
+// database/sql (package fencing/sqlguard) — so that the check and the write
+// are one atomic step: every guard's Write admits a token and applies a write
+// together.
 package fencing
 
 import (
