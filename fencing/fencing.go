@@ -14,12 +14,11 @@
 // together.
 //
 // Permits (locker.WithLimit) hold n leases of one key at once, so a guard that
-// keeps the highest token would refuse every holder but the newest. A
-// permit's token is unique and increasing per key: a resource can use it to
-// refuse a write from a permit older than one it has seen from the same
-// holder's slot (keep a guard per slot), but no token alone can tell a live
-// permit from an expired one among n concurrent holders. Guards for permits
-// are not offered yet.
+// keeps the highest token fits only a lock (n = 1): with permits it would
+// refuse every holder but the newest. A permit's token is unique and
+// increasing per key, but no token alone can tell a live permit from an
+// expired one among n concurrent holders; guards for permits are not offered
+// yet.
 package fencing
 
 import (
