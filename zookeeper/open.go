@@ -39,8 +39,9 @@ func parseURL(u *url.URL) (cfg Config, servers []string, connectTimeout time.Dur
 	for _, h := range strings.Split(u.Host, ",") {
 		host, port, err := net.SplitHostPort(h)
 		if err != nil {
-			// No port: ZooKeeper's own.
-			host, port = h, "2181"
+			// No port: ZooKeeper's own. An IPv6 literal keeps its
+			// brackets in the URL, not in the host JoinHostPort takes.
+			host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), "2181"
 		}
 		if host == "" {
 			return cfg, nil, 0, bad("host %q: empty host name", h)
