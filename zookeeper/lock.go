@@ -141,9 +141,11 @@ func (l *lock) rewatch() (<-chan zk.Event, bool) {
 	return nil, false
 }
 
-// Refresh reads the own node: it proves that the session was alive at the
-// server after Refresh began (any request renews it for the session timeout,
-// which is the TTL) and that the node is still this lease's.
+// Refresh syncs with the leader, then reads the own node: it proves that the
+// session was alive at the quorum after Refresh began (any request renews it
+// for the session timeout, which is the TTL) and that the node is still this
+// lease's. Without the sync, a follower cut off from its peers would answer
+// the read from its stale copy while the leader expires the session.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	var (
@@ -152,8 +154,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		session int64
 	)
 	err := l.b.do(ctx, func() (err error) {
-		exists, st, err = l.b.conn.Exists(l.path)
-		session = l.b.conn.SessionID()
+		exists, st, _, session, err = l.b.syncRead(l.path, false)
 		return err
 	})
 	switch {
@@ -178,6 +179,10 @@ func (l *lock) Release(ctx context.Context) error {
 	switch {
 	case err == nil:
 		l.finish()
+		dir, name, _ := cutLast(l.path)
+		if seq, ok := sequence(name); ok {
+			l.b.resetDir(ctx, dir, seq)
+		}
 		return nil
 	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrSessionExpired):
 		l.finish()

@@ -56,16 +56,13 @@ func TestOpen_URL_SessionTimeoutIsTheTTL(t *testing.T) {
 	}
 }
 
-func TestNew_TTLBeyondSessionWithoutEvents_ErrInvalidOption(t *testing.T) {
+func TestNew_WithoutSessionTimeout_ErrInvalidOption(t *testing.T) {
 	addr := []string{testenv.ZooKeeper(t).Addr()}
 	conn := rawConn(t, addr, nil)
-	cfg := zookeeper.Config{Root: freshRoot(t), SessionTimeout: testTTL}
-	if _, err := zookeeper.New(conn, cfg, locker.WithTTL(2*testTTL)); !errors.Is(err, locker.ErrInvalidOption) {
-		t.Fatalf("New with a TTL beyond the session timeout and no events = %v, want ErrInvalidOption", err)
-	}
 	if _, err := zookeeper.New(conn, zookeeper.Config{}); !errors.Is(err, locker.ErrInvalidOption) {
 		t.Fatalf("New without the session timeout = %v, want ErrInvalidOption", err)
 	}
+	cfg := zookeeper.Config{Root: freshRoot(t), SessionTimeout: testTTL}
 	l, err := zookeeper.New(conn, cfg, locker.WithTTL(testTTL/4))
 	if err != nil {
 		t.Fatal(err)
@@ -74,16 +71,4 @@ func TestNew_TTLBeyondSessionWithoutEvents_ErrInvalidOption(t *testing.T) {
 	if got := l.SessionTimeout(); got != testTTL {
 		t.Fatalf("SessionTimeout = %v, want %v", got, testTTL)
 	}
-	// A Locker that dials sees disconnections, so it accepts a longer TTL.
-	d := dial(t, addr, cfg.Root)
-	if d.SessionTimeout() != testTTL {
-		t.Fatalf("negotiated session timeout %v, want %v", d.SessionTimeout(), testTTL)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	lease, err := d.TryAcquire(ctx, "k", locker.WithTTL(3*testTTL))
-	if err != nil {
-		t.Fatalf("TryAcquire with a TTL beyond the session timeout on a dialled Locker: %v", err)
-	}
-	_ = lease.Release(ctx)
 }

@@ -60,7 +60,6 @@ func (b *backend) onEvent(ev zk.Event) {
 			m.timer = time.AfterFunc(suspectWindow(b.SessionTimeout()), b.suspect)
 		}
 	case zk.StateHasSession:
-		b.gen.Add(1)
 		if m.timer != nil {
 			m.timer.Stop()
 			m.timer = nil

@@ -113,11 +113,19 @@ func New(conn *zk.Conn, cfg Config, opts ...locker.Option) (*Locker, error) {
 		b.wg.Add(1)
 		go b.readEvents(cfg.Events)
 	}
-	l, err := locker.New(b, opts...)
+	l, err := locker.New(b, withDefaultTTL(b, opts)...)
 	if err != nil {
+		_ = b.Close() // stops the event reader; conn stays the caller's
 		return nil, err
 	}
 	return &Locker{Locker: l, b: b}, nil
+}
+
+// withDefaultTTL puts the session timeout, every lease's TTL, before opts
+// as the Locker's default TTL: locker.DefaultTTL may be longer, which is
+// refused.
+func withDefaultTTL(b *backend, opts []locker.Option) []locker.Option {
+	return append([]locker.Option{locker.WithTTL(b.SessionTimeout())}, opts...)
 }
 
 // Dial connects to the ZooKeeper servers ("host:port"), waits for a session
@@ -128,7 +136,7 @@ func Dial(ctx context.Context, servers []string, cfg Config, opts ...locker.Opti
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: dial: %w", err)
 	}
-	l, err := locker.New(b, opts...)
+	l, err := locker.New(b, withDefaultTTL(b, opts)...)
 	if err != nil {
 		_ = b.Close()
 		return nil, err
@@ -224,10 +232,6 @@ type backend struct {
 	// stateEvents: the backend sees the connection's state changes (mon).
 	stateEvents bool
 	mon         monitor
-	// gen counts the connections that established or re-established a
-	// session (with stateEvents): an acquisition that saw no new one needs
-	// no sync before it decides.
-	gen atomic.Int64
 	// plainCreate: the server refused the multi's write of a lock
 	// directory's data (an ACL without write): nodes are created alone.
 	plainCreate atomic.Bool
@@ -260,18 +264,16 @@ func (b *backend) Name() string { return Scheme }
 // of every lease.
 func (b *backend) SessionTimeout() time.Duration { return time.Duration(b.sessionTimeout.Load()) }
 
-// RoundTTL implements driver.TTLRounder; see the package doc, "TTL and
-// sessions".
+// RoundTTL implements driver.TTLRounder: every lease lives exactly as long
+// as the session can, so a shorter TTL is rounded up to the session timeout
+// (locker.GrantedTTL shows it) and a longer one is refused. See the package
+// doc, "TTL and sessions".
 func (b *backend) RoundTTL(ttl time.Duration) (time.Duration, error) {
 	s := b.SessionTimeout()
-	switch {
-	case ttl <= s:
-		return s, nil
-	case b.watchesState():
-		return ttl, nil
-	default:
-		return 0, fmt.Errorf("%w: TTL %v is longer than the ZooKeeper session timeout %v, and the Locker cannot see disconnections (give New the connection's Events) to end leases of a session that may have expired", locker.ErrInvalidOption, ttl, s)
+	if ttl > s {
+		return 0, fmt.Errorf("%w: TTL %v is longer than the ZooKeeper session timeout %v: the server may expire a session, and grant its locks to others, S after it last heard from it; ask for a longer session timeout instead", locker.ErrInvalidOption, ttl, s)
 	}
+	return s, nil
 }
 
 func (b *backend) Close() error {
