@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/zookeeper"
@@ -56,19 +58,49 @@ func TestOpen_URL_SessionTimeoutIsTheTTL(t *testing.T) {
 	}
 }
 
-func TestNew_WithoutSessionTimeout_ErrInvalidOption(t *testing.T) {
+func TestNew_Options_RefusedWhereTheyMeanNothing(t *testing.T) {
 	addr := []string{testenv.ZooKeeper(t).Addr()}
 	conn := rawConn(t, addr, nil)
-	if _, err := zookeeper.New(conn, zookeeper.Config{}); !errors.Is(err, locker.ErrInvalidOption) {
-		t.Fatalf("New without the session timeout = %v, want ErrInvalidOption", err)
+	root := zookeeper.WithRoot(freshRoot(t))
+	for name, opts := range map[string][]locker.Option{
+		"no session timeout": {root},
+		"connect timeout":    {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithConnectTimeout(time.Second)},
+		"bad root":           {zookeeper.WithRoot("x"), zookeeper.WithSessionTimeout(testTTL)},
+		"empty ACL":          {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithACL(nil)},
+	} {
+		if l, err := zookeeper.New(conn, opts...); !errors.Is(err, locker.ErrInvalidOption) {
+			if l != nil {
+				_ = l.Close()
+			}
+			t.Errorf("New with %s = %v, want ErrInvalidOption", name, err)
+		}
 	}
-	cfg := zookeeper.Config{Root: freshRoot(t), SessionTimeout: testTTL}
-	l, err := zookeeper.New(conn, cfg, locker.WithTTL(testTTL/4))
+	ctx := ctxT(t, 30*time.Second)
+	if l, err := locker.Open(ctx, zkURL(addr, freshRoot(t)), zookeeper.WithEvents(make(chan zk.Event))); !errors.Is(err, locker.ErrInvalidOption) {
+		if l != nil {
+			_ = l.Close()
+		}
+		t.Errorf("Open with WithEvents = %v, want ErrInvalidOption", err)
+	}
+}
+
+// A shorter TTL is rounded up to the session timeout, and GrantedTTL says
+// so.
+func TestGrantedTTL_IsTheSessionTimeout(t *testing.T) {
+	addr := []string{testenv.ZooKeeper(t).Addr()}
+	conn := rawConn(t, addr, nil)
+	l, err := zookeeper.New(conn, zookeeper.WithRoot(freshRoot(t)), zookeeper.WithSessionTimeout(testTTL), locker.WithTTL(testTTL/4))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if got := l.SessionTimeout(); got != testTTL {
-		t.Fatalf("SessionTimeout = %v, want %v", got, testTTL)
+	ctx := ctxT(t, 10*time.Second)
+	lease, err := l.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	if got := locker.GrantedTTL(lease); got != testTTL {
+		t.Fatalf("GrantedTTL = %v, want the session timeout %v", got, testTTL)
 	}
 }

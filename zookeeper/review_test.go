@@ -32,8 +32,7 @@ func TestNew_RefusedOptions_NoGoroutineLeft(t *testing.T) {
 	}
 	defer conn.Close()
 	ignore := goleak.IgnoreCurrent()
-	cfg := zookeeper.Config{Root: freshRoot(t), SessionTimeout: testTTL, Events: events}
-	if l, err := zookeeper.New(conn, cfg, locker.WithTTL(time.Nanosecond)); !errors.Is(err, locker.ErrInvalidOption) {
+	if l, err := zookeeper.New(conn, zookeeper.WithRoot(freshRoot(t)), zookeeper.WithSessionTimeout(testTTL), zookeeper.WithEvents(events), locker.WithTTL(time.Nanosecond)); !errors.Is(err, locker.ErrInvalidOption) {
 		if l != nil {
 			_ = l.Close()
 		}
@@ -153,7 +152,7 @@ func TestContendedAcquire_OwnNodeVanished_NoWatchLeft(t *testing.T) {
 	root := freshRoot(t)
 	v := &vanisher{dir: lockDir(root, "k"), del: rawConn(t, addr, nil)}
 	ctx := ctxT(t, 30*time.Second)
-	a, err := zookeeper.Dial(ctx, addr, zookeeper.Config{Root: root, SessionTimeout: testTTL, Dialer: v.dial}, locker.WithTTL(testTTL))
+	a, _, err := dialWith(addr, root, testTTL, v.dial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,11 +248,11 @@ func TestTTLLongerThanSessionTimeout_Refused_ShorterRoundedUp(t *testing.T) {
 	addr := []string{testenv.ZooKeeper(t).Addr()}
 	root := freshRoot(t)
 	ctx := ctxT(t, 30*time.Second)
-	if l, err := zookeeper.Dial(ctx, addr, zookeeper.Config{Root: root, SessionTimeout: testTTL}, locker.WithTTL(testTTL+time.Millisecond)); !errors.Is(err, locker.ErrInvalidOption) {
+	if l, err := locker.Open(ctx, zkURL(addr, root), locker.WithTTL(testTTL+time.Millisecond)); !errors.Is(err, locker.ErrInvalidOption) {
 		if l != nil {
 			_ = l.Close()
 		}
-		t.Fatalf("Dial with a TTL beyond the session timeout = %v, want ErrInvalidOption", err)
+		t.Fatalf("Open with a TTL beyond the session timeout = %v, want ErrInvalidOption", err)
 	}
 	d := dial(t, addr, root)
 	if lease, err := d.TryAcquire(ctx, "k", locker.WithTTL(3*testTTL)); !errors.Is(err, locker.ErrInvalidOption) {

@@ -46,7 +46,7 @@ func (m *monitor) close() {
 func (b *backend) watchesState() bool { return b.stateEvents }
 
 // onEvent is fed every event of the connection (as go-zookeeper's callback
-// for Dial's connections, or from the event channel given to New).
+// for a URL's connection, or from the event channel given to New).
 func (b *backend) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		return
@@ -78,6 +78,9 @@ func (b *backend) suspect() {
 		return
 	}
 	cause := fmt.Errorf("zookeeper: disconnected for %v: the session may have expired", suspectWindow(b.SessionTimeout()))
+	if len(m.locks) > 0 {
+		b.log.Warn("zookeeper: connection down too long: every lease of the session is lost", "locks", len(m.locks), "window", suspectWindow(b.SessionTimeout()))
+	}
 	for l := range m.locks {
 		delete(m.locks, l)
 		l.lost(cause)

@@ -19,12 +19,12 @@ func TestParseURL_IPv6HostWithoutPort_DefaultPort(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, servers, _, err := parseURL(u)
+		p, err := parseURL(u)
 		if err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
-		if !slices.Equal(servers, []string{want}) {
-			t.Errorf("%s: servers = %q, want [%q]", in, servers, want)
+		if !slices.Equal(p.servers, []string{want}) {
+			t.Errorf("%s: servers = %q, want [%q]", in, p.servers, want)
 		}
 	}
 }
