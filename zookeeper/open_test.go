@@ -3,6 +3,9 @@ package zookeeper_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,4 +106,39 @@ func TestGrantedTTL_IsTheSessionTimeout(t *testing.T) {
 	if got := locker.GrantedTTL(lease); got != testTTL {
 		t.Fatalf("GrantedTTL = %v, want the session timeout %v", got, testTTL)
 	}
+}
+
+// lines is a slog.Handler keeping the messages it is given.
+type lines struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (h *lines) Enabled(context.Context, slog.Level) bool { return true }
+func (h *lines) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.got = append(h.got, r.Message)
+	h.mu.Unlock()
+	return nil
+}
+func (h *lines) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *lines) WithGroup(string) slog.Handler      { return h }
+
+// locker.WithLogger reaches go-zookeeper's own log for a URL's connection.
+func TestOpen_WithLogger_GetsGoZookeepersLog(t *testing.T) {
+	addr := []string{testenv.ZooKeeper(t).Addr()}
+	h := &lines{}
+	l, err := locker.Open(ctxT(t, 30*time.Second), zkURL(addr, freshRoot(t)), locker.WithLogger(slog.New(h)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.got {
+		if strings.HasPrefix(m, "zookeeper: authenticated") {
+			return
+		}
+	}
+	t.Fatalf("log lines %q: no go-zookeeper session line", h.got)
 }
