@@ -373,7 +373,7 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 		start = time.Now()
 		err := b.do(ctx, func() (err error) {
 			var w <-chan zk.Event
-			exists, st, w, sessionNow, err = b.syncRead(own, ownW == nil)
+			exists, st, w, sessionNow, err = b.syncRead(own, ownW == nil, start)
 			if w != nil {
 				ownW = w
 			}
@@ -393,11 +393,12 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 	return newLock(b, req, own, czxid, session, start, ownW), nil
 }
 
-// syncRead syncs with the leader and then reads the node at p, setting a
-// watch on it when watch is set (see watchOwn). It returns the connection's
-// session id as of the read's reply.
-func (b *backend) syncRead(p string, watch bool) (exists bool, st *zk.Stat, w <-chan zk.Event, session int64, err error) {
-	if _, err = b.conn.Sync(p); err != nil {
+// syncRead syncs with the leader (a sync sent at after or later, see
+// quorumSync) and then reads the node at p, setting a watch on it when watch
+// is set (see watchOwn). It returns the connection's session id as of the
+// read's reply.
+func (b *backend) syncRead(p string, watch bool, after time.Time) (exists bool, st *zk.Stat, w <-chan zk.Event, session int64, err error) {
+	if err = b.quorumSync(after); err != nil {
 		return false, nil, nil, 0, err
 	}
 	if watch {
@@ -406,6 +407,42 @@ func (b *backend) syncRead(p string, watch bool) (exists bool, st *zk.Stat, w <-
 		exists, st, err = b.conn.Exists(p)
 	}
 	return exists, st, w, b.conn.SessionID(), err
+}
+
+// syncCall is one sync request, shared by the callers that may use it.
+type syncCall struct {
+	sent time.Time
+	done chan struct{}
+	err  error
+}
+
+// quorumSync returns once a sync sent at after or later has been answered:
+// the server the connection uses has then caught up with the leader as of
+// after, so it is not cut off from the quorum. Callers share syncs: a caller
+// joins the newest one in flight if it was sent no earlier than after, and
+// sends a new one otherwise (never waiting for an older one), so leases
+// refreshed together cost one sync.
+func (b *backend) quorumSync(after time.Time) error {
+	b.syncMu.Lock()
+	c := b.syncing
+	if c == nil || c.sent.Before(after) {
+		c = &syncCall{sent: time.Now(), done: make(chan struct{})}
+		b.syncing = c
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			_, c.err = b.conn.Sync("/")
+			b.syncMu.Lock()
+			if b.syncing == c {
+				b.syncing = nil
+			}
+			b.syncMu.Unlock()
+			close(c.done)
+		}()
+	}
+	b.syncMu.Unlock()
+	<-c.done
+	return c.err
 }
 
 // watchOwn reads the own node and sets a watch on it. It uses GetW, not

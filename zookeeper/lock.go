@@ -38,6 +38,21 @@ type lock struct {
 	// may live on is not deleted before it (session.go).
 	mu         sync.Mutex
 	validUntil time.Time
+	// watching is the loss watch that watch has set (nil until then), for
+	// Refresh.
+	watching <-chan zk.Event
+}
+
+func (l *lock) setWatch(ch <-chan zk.Event) {
+	l.mu.Lock()
+	l.watching = ch
+	l.mu.Unlock()
+}
+
+func (l *lock) currentWatch() <-chan zk.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.watching
 }
 
 // newLock returns the lock of the own node at path, granted at start (zero
@@ -82,6 +97,7 @@ func (l *lock) watch() {
 			return
 		}
 	}
+	l.setWatch(ch)
 	for {
 		select {
 		case ev := <-ch:
@@ -104,6 +120,7 @@ func (l *lock) watch() {
 				return
 			}
 			ch = next
+			l.setWatch(ch)
 		case <-l.done:
 			return
 		case <-l.b.closing:
@@ -141,20 +158,46 @@ func (l *lock) rewatch() (<-chan zk.Event, bool) {
 	return nil, false
 }
 
-// Refresh syncs with the leader, then reads the own node: it proves that the
-// session was alive at the quorum after Refresh began (any request renews it
-// for the session timeout, which is the TTL) and that the node is still this
-// lease's. Without the sync, a follower cut off from its peers would answer
-// the read from its stale copy while the leader expires the session.
+// Refresh proves that the session was alive at the quorum after Refresh
+// began (any request renews it for the session timeout, which is the TTL)
+// and that the own node is still this lease's. It syncs with the leader: a
+// follower cut off from its peers, which answers reads from its stale copy
+// while the leader expires the session, cannot answer a sync. Once the loss
+// watch is set, the sync alone also proves the node: go-zookeeper delivers
+// a watch event before any reply that follows it, and a server sends the
+// deletion of a node it applied before it answers a later sync, so a watch
+// still silent when the sync returns means the node was there as of the
+// sync. Before that (just after a grant), the node is read after the sync.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
+	if ch := l.currentWatch(); ch != nil {
+		err := l.b.do(ctx, func() error { return l.b.quorumSync(sent) })
+		session := l.b.conn.SessionID()
+		switch {
+		case errors.Is(err, zk.ErrSessionExpired):
+			return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
+		case err != nil:
+			return err
+		case session != l.session:
+			return fmt.Errorf("%w: own node belongs to session %#x, the connection now has session %#x", locker.ErrLeaseLost, l.session, session)
+		}
+		select {
+		case <-ch:
+			// Fired (or taken by watch, which reports the loss): the
+			// node was deleted, or the watch ended with the connection.
+			return fmt.Errorf("%w: own node %s: its watch fired", locker.ErrLeaseLost, l.path)
+		default:
+		}
+		l.promise(sent.Add(ttl))
+		return nil
+	}
 	var (
 		exists  bool
 		st      *zk.Stat
 		session int64
 	)
 	err := l.b.do(ctx, func() (err error) {
-		exists, st, _, session, err = l.b.syncRead(l.path, false)
+		exists, st, _, session, err = l.b.syncRead(l.path, false, sent)
 		return err
 	})
 	switch {

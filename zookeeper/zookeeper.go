@@ -160,6 +160,9 @@ type backend struct {
 	// stateEvents: the backend sees the connection's state changes (mon).
 	stateEvents bool
 	mon         monitor
+	// syncing is the newest sync in flight (quorumSync).
+	syncMu  sync.Mutex
+	syncing *syncCall
 	// plainCreate: the server refused the multi's write of a lock
 	// directory's data (an ACL without write): nodes are created alone.
 	plainCreate atomic.Bool
