@@ -30,8 +30,11 @@ type lock struct {
 	// releasing is set before this lock deletes its own node, so that the
 	// deletion it causes is not reported as a loss.
 	releasing atomic.Bool
-	done      chan struct{} // closed when the own node is deleted by this lock
-	doneOnce  sync.Once
+	// failed is set by a refresh that failed: the portable layer then
+	// reports the lease lost and releases it (see Release).
+	failed   atomic.Bool
+	done     chan struct{} // closed when the own node is deleted by this lock
+	doneOnce sync.Once
 
 	// validUntil is the end of the validity promised to the holder (Start +
 	// TTL, moved by each refresh): a lock declared lost while its session
@@ -169,6 +172,17 @@ func (l *lock) rewatch() (<-chan zk.Event, bool) {
 // still silent when the sync returns means the node was there as of the
 // sync. Before that (just after a grant), the node is read after the sync.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	err := l.refresh(ctx, ttl)
+	if err != nil {
+		// The holder is told its lease is lost; the node may still be
+		// there, in a live session: Release deletes it no earlier than the
+		// validity promised before this refresh.
+		l.failed.Store(true)
+	}
+	return err
+}
+
+func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	if ch := l.currentWatch(); ch != nil {
 		err := l.b.do(ctx, func() error { return l.b.quorumSync(sent) })
@@ -217,6 +231,12 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // Release deletes the own node. Its name carries the owner id, so no other
 // owner's node is ever deleted.
 func (l *lock) Release(ctx context.Context) error {
+	if l.failed.Load() && time.Now().Before(l.promisedUntil()) {
+		// After a failed refresh (the clean-up of a lost lease): not
+		// before the validity the holder was promised ends.
+		l.deleteAfterPromise()
+		return nil
+	}
 	l.releasing.Store(true)
 	err := l.b.do(ctx, func() error { return l.b.conn.Delete(l.path, -1) })
 	switch {

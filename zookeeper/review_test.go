@@ -271,3 +271,48 @@ func TestTTLLongerThanSessionTimeout_Refused_ShorterRoundedUp(t *testing.T) {
 		t.Fatalf("a TTL of %v gave a deadline %v after the start, want it rounded up to the session timeout %v", testTTL/4, got, testTTL)
 	}
 }
+
+// Issue 15, item 8, the third gap: when a refresh fails, the portable layer
+// reports the lease lost and releases it to clean up; that release deleted
+// the own node at once, while the holder had been promised the lock until
+// its deadline (it may be writing when told of the loss). The node must
+// outlive that deadline: nobody else gets the lock before it.
+func TestFailedRefresh_CleanupWaitsForTheDeadlinePromised(t *testing.T) {
+	srv := testenv.ZooKeeper(t)
+	proxy := srv.Proxy(t)
+	root := freshRoot(t)
+	a := dial(t, []string{proxy.Addr()}, root)
+	b := dial(t, []string{srv.Addr()}, root)
+	ctx := ctxT(t, 30*time.Second)
+	lease, err := a.TryAcquire(ctx, "k", locker.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := lease.Deadline()
+	// Answers from the server now come late: the next refresh times out.
+	proxy.Latency(t, 500*time.Millisecond)
+	rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	err = lease.Refresh(rctx)
+	cancel()
+	if err == nil {
+		t.Fatal("a refresh slower than its context succeeded")
+	}
+	for {
+		next, err := b.TryAcquire(ctx, "k")
+		if err == nil {
+			got := time.Now()
+			_ = next.Release(ctx)
+			if got.Before(deadline) {
+				t.Fatalf("another client got the lock %v before the deadline promised to the holder whose refresh failed", deadline.Sub(got).Round(time.Millisecond))
+			}
+			return
+		}
+		if !errors.Is(err, locker.ErrLocked) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

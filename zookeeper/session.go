@@ -85,27 +85,33 @@ func (b *backend) suspect() {
 		delete(m.locks, l)
 		l.lost(cause)
 		// If the session survives after all, its node would hold the lock
-		// for nobody: delete it once the connection is back — but not
-		// before the validity promised to the holder ends: a holder busy
-		// writing when told of the loss must not overlap the next one
-		// because of a deletion of ours.
-		l.releasing.Store(true)
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			t := time.NewTimer(time.Until(l.promisedUntil()))
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-b.closing:
-				// Closing ends the session (or the caller's connection
-				// outlives us): the node goes with it either way.
-			}
-			dir, name, _ := cutLast(l.path)
-			b.removeOwn(dir, "", name, nil)
-			l.finish()
-		}()
+		// for nobody: delete it once the connection is back.
+		l.deleteAfterPromise()
 	}
+}
+
+// deleteAfterPromise deletes the own node of a lock whose loss was reported
+// while its session may live on, in the background — but not before the
+// validity promised to the holder ends: a holder busy writing when told of
+// the loss must not overlap the next one because of a deletion of ours.
+func (l *lock) deleteAfterPromise() {
+	b := l.b
+	l.releasing.Store(true)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		t := time.NewTimer(time.Until(l.promisedUntil()))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-b.closing:
+			// Closing ends the session (or the caller's connection
+			// outlives us): the node goes with it either way.
+		}
+		dir, name, _ := cutLast(l.path)
+		b.removeOwn(dir, "", name, nil)
+		l.finish()
+	}()
 }
 
 func (b *backend) track(l *lock) {
