@@ -24,9 +24,10 @@
 // session timeout S: a shorter TTL is rounded up to S (locker.GrantedTTL
 // says so; S is the default TTL), a longer one is refused with
 // locker.ErrInvalidOption. A crashed holder's lock lives S on the server. A
-// refresh syncs with the leader and reads the own node, so a follower cut
-// off from its peers cannot extend a lease; when the connection stays down
-// for 0.22·S, every lease of the session is reported lost.
+// refresh syncs with the leader (one request, shared by the leases of a
+// Locker), so a follower cut off from its peers cannot extend a lease; when
+// the connection stays down for 0.22·S, every lease of the session is
+// reported lost.
 //
 // The token is the own node's czxid, which the leader assigns in one total
 // order: it grows across holder crashes, session expiry, reconnects, server
