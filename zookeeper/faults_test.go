@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,6 +200,10 @@ func TestGuard_StaleTokenRefused_WriteAppliedAtomically(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := root + "-state"
+	// The parent of every test root: absent when this test runs first.
+	if _, err := c.Create(path.Dir(root), nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
 	if _, err := c.Create(state, []byte("v0"), zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
