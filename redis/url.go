@@ -33,6 +33,9 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 	if err != nil {
 		return nil, invalidURL("query: %v", err)
 	}
+	if err := checkClientParams(q); err != nil {
+		return nil, err
+	}
 	cfg := Config{CloseClients: true}
 	cfg.Prefix = take(q, "prefix")
 	if err := checkPrefix(cfg.Prefix); err != nil {
@@ -168,6 +171,98 @@ func (r *redlock) ping(ctx context.Context) error {
 	}
 	if len(errs) > len(r.nodes)-r.quorum {
 		return fmt.Errorf("redlock: %d of %d masters unreachable, quorum %d: %w", len(errs), len(r.nodes), r.quorum, errors.Join(errs...))
+	}
+	return nil
+}
+
+// ownParams are the query parameters this package reads itself; every other
+// one is go-redis's (clientParams).
+var ownParams = []string{"prefix", "node_timeout", "redlock", "cluster"}
+
+// paramKind is the kind of value a go-redis query parameter takes.
+type paramKind int
+
+const (
+	kindString paramKind = iota
+	kindBool
+	kindDuration // a Go duration or whole seconds; <= 0 disables the timeout
+	kindCount    // an int in [0, maxCount]
+	kindRetries  // an int in [-1, maxCount]: -1 means none
+)
+
+// maxCount bounds every count go-redis takes from a URL: pool and buffer
+// sizes are allocated up front.
+const maxCount = 1 << 20
+
+// clientParams are the query parameters go-redis's URL parsers read
+// (ParseURL, ParseClusterURL, ParseFailoverURL), with the kind of value
+// each takes. go-redis panics on some values it parses (a negative
+// pool_size, route_* with master_name), so each is checked here first.
+var clientParams = map[string]paramKind{
+	"addr": kindString, "client_name": kindString, "db": kindString, "master_name": kindString,
+	"password": kindString, "username": kindString, "protocol": kindCount,
+	"context_timeout_enabled": kindBool, "pool_fifo": kindBool, "read_only": kindBool, "replica_only": kindBool,
+	"route_by_latency": kindBool, "route_randomly": kindBool, "skip_verify": kindBool, "use_disconnected_replicas": kindBool,
+	"conn_max_idle_time": kindDuration, "conn_max_lifetime": kindDuration, "conn_max_lifetime_jitter": kindDuration,
+	"dial_timeout": kindDuration, "dialer_retry_timeout": kindDuration, "idle_timeout": kindDuration, "max_conn_age": kindDuration,
+	"max_retry_backoff": kindDuration, "min_retry_backoff": kindDuration, "pool_timeout": kindDuration, "read_timeout": kindDuration,
+	"route_by_latency_tolerance": kindDuration, "write_timeout": kindDuration,
+	"dialer_retries": kindCount, "failing_timeout_seconds": kindCount, "max_active_conns": kindCount, "max_concurrent_dials": kindCount,
+	"max_idle_conns": kindCount, "min_idle_conns": kindCount, "pipeline_pool_size": kindCount,
+	"pipeline_read_buffer_size": kindCount, "pipeline_write_buffer_size": kindCount, "pool_size": kindCount,
+	"max_redirects": kindRetries, "max_retries": kindRetries,
+}
+
+// checkClientParams refuses, with ErrInvalidURL naming the parameter, a
+// go-redis parameter whose value go-redis would refuse or panic on, and
+// the combinations go-redis panics on.
+func checkClientParams(q url.Values) error {
+	for k, vs := range q {
+		kind, ok := clientParams[k]
+		if !ok {
+			continue // ours, or unknown: go-redis names those
+		}
+		for _, v := range vs {
+			if err := checkParam(kind, v); err != nil {
+				return invalidURL("query parameter %s=%q: %v", k, v, err)
+			}
+		}
+	}
+	if q.Get("master_name") != "" {
+		for _, k := range []string{"route_by_latency", "route_randomly"} {
+			if on, _ := strconv.ParseBool(q.Get(k)); on {
+				return invalidURL("query parameter %s: not available with master_name (Sentinel)", k)
+			}
+		}
+	}
+	return nil
+}
+
+func checkParam(kind paramKind, v string) error {
+	switch kind {
+	case kindBool:
+		if v != "" && v != "true" && v != "false" && v != "1" && v != "0" {
+			return errors.New("want true or false")
+		}
+	case kindDuration:
+		if _, err := strconv.Atoi(v); err == nil || v == "" {
+			return nil
+		}
+		if _, err := time.ParseDuration(v); err != nil {
+			return errors.New("want a Go duration such as 2s")
+		}
+	case kindCount, kindRetries:
+		if v == "" {
+			return nil
+		}
+		least := 0
+		if kind == kindRetries {
+			least = -1
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < least || n > maxCount {
+			return fmt.Errorf("want a whole number from %d to %d", least, maxCount)
+		}
 	}
 	return nil
 }
