@@ -4,10 +4,13 @@
 //
 // # Leases
 //
-// Acquire and TryAcquire return a Lease. A lease is valid until its Deadline
-// — the moment the request that obtained or last refreshed it was sent, on
-// the monotonic clock, plus the TTL, minus a drift margin (DriftMargin) —
-// unless refreshed (Refresh, or WithAutoRefresh). Done is closed when the
+// Acquire and TryAcquire return a Lease. A lease refreshes itself in the
+// background until it is released, lost or its Locker closed; with
+// WithAutoRefresh(false) it is valid until its Deadline — the moment the
+// request that obtained or last refreshed it was sent, on the monotonic
+// clock, plus the TTL, minus a drift margin (driver.DriftMargin) — unless the
+// holder calls Refresh. GrantedTTL tells the TTL the backend really granted
+// (rounded up, never down). Done is closed when the
 // lease ends for any reason: released, deadline passed, reported lost by the
 // backend, an ambiguous or failed refresh, or the Locker closed. Err then
 // says which (ErrReleased or ErrLeaseLost wrapping the cause).
@@ -26,14 +29,20 @@
 //
 // # Backends
 //
-// A backend is chosen at construction (memory.New, redis.New, …) or by a URL
-// with Open, once its package is imported:
+// A backend is chosen at construction — every backend package has one
+// constructor, New(client, options…), over the engine's own client, which
+// stays the caller's — or by a URL with Open, once its package is imported:
 //
 //	memory://[name]                     package memory
 //	redis://host:6379/0, rediss://…     package redis
 //	etcd://h1:2379,h2:2379/prefix       package etcd
 //	zookeeper://h1:2181,h2:2181/root    package zookeeper
 //	postgres://user@host/db?table=…     package postgres
+//
+// A backend's own settings are options too (redis.WithPrefix, …), given in
+// the same list; each URL query parameter is the option of the same name.
+// Options that configure a whole Locker (WithLogger, backend options) are
+// refused with ErrInvalidOption when given to one call.
 //
 // Backends implement the small interface of package driver; everything
 // common to them — validation, namespacing, deadlines, Done/Err, refresh

@@ -49,7 +49,11 @@ func Run(ctx context.Context, newLocker NewLocker, opts Options) (*Result, error
 	var id [6]byte
 	_, _ = rand.Read(id[:]) // never fails (Go 1.24+)
 	r := &runner{o: o, keys: keyNames(hex.EncodeToString(id[:]), o.Keys), res: newResource(o.Guard)}
-	r.lockOpts = append(append([]locker.Option(nil), o.LockerOptions...), locker.WithTTL(o.TTL))
+	// Refreshes are operations of the history, made by the clients
+	// themselves: a lease that refreshed itself in the background would
+	// never run out during a pause.
+	r.lockOpts = append([]locker.Option{locker.WithAutoRefresh(false)}, o.LockerOptions...)
+	r.lockOpts = append(r.lockOpts, locker.WithTTL(o.TTL))
 	r.start = time.Now()
 	r.faults = &Faults{start: r.start}
 
