@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
 	goredis "github.com/redis/go-redis/v9"
 )
 
 // Guard is a fencing.Guard whose state lives in Redis, for resources kept in
-// Redis: Set admits a token and writes a value in one script, so no write
+// Redis: Write admits a token and writes a value in one script, so no write
 // carrying a lower token can land between the check and the write, whatever
 // the number of writers and processes. It works on a single server, a
 // Sentinel master or a Cluster (a resource's fence and value share a slot).
@@ -25,9 +26,32 @@ type Guard struct {
 
 var _ fencing.Guard = (*Guard)(nil)
 
-// NewGuard returns a Guard over client, with keys under DefaultPrefix.
-func NewGuard(client goredis.UniversalClient) *Guard {
-	return &Guard{client: client, prefix: DefaultPrefix}
+// A GuardOption configures NewGuard.
+type GuardOption func(*guardConfig)
+
+type guardConfig struct {
+	prefix string
+}
+
+// WithGuardPrefix starts the guard's key names with p instead of
+// DefaultPrefix. p may not contain '{' or '}'.
+func WithGuardPrefix(p string) GuardOption { return func(c *guardConfig) { c.prefix = p } }
+
+// NewGuard returns a Guard over client. The client stays the caller's.
+func NewGuard(client goredis.UniversalClient, opts ...GuardOption) (*Guard, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
+	}
+	cfg := guardConfig{prefix: DefaultPrefix}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if err := checkPrefix(cfg.prefix); err != nil {
+		return nil, err
+	}
+	return &Guard{client: client, prefix: cfg.prefix}, nil
 }
 
 // guardNames are the keys of one guarded resource: the highest admitted
@@ -44,9 +68,11 @@ func (g *Guard) Admit(ctx context.Context, resource string, token uint64) error 
 	return g.run(ctx, resource, token, false, "")
 }
 
-// Set admits token for resource and, in the same server-side step, stores
-// value as the resource's value.
-func (g *Guard) Set(ctx context.Context, resource string, token uint64, value string) error {
+// Write admits token for resource and, in the same server-side step, stores
+// value as the resource's value. A token lower than the highest admitted is
+// refused with an error wrapping fencing.ErrStaleToken, and nothing is
+// written.
+func (g *Guard) Write(ctx context.Context, resource string, token uint64, value string) error {
 	return g.run(ctx, resource, token, true, value)
 }
 

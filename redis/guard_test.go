@@ -10,10 +10,11 @@ import (
 	"github.com/distlock/locker/fencing"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/redis"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 func TestGuard_AdmitsInTokenOrder_RefusesStale(t *testing.T) {
-	g := redis.NewGuard(direct(t, testenv.Redis(t).Addr()))
+	g := newGuard(t, direct(t, testenv.Redis(t).Addr()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res := "guard/" + testPrefix() + "{odd} \x00 key"
@@ -22,8 +23,8 @@ func TestGuard_AdmitsInTokenOrder_RefusesStale(t *testing.T) {
 		t.Fatalf("Admit(0) = %v, want ErrStaleToken", err)
 	}
 	for _, tok := range []uint64{5, 5, 9, 1 << 60, math.MaxUint64} {
-		if err := g.Set(ctx, res, tok, "v"); err != nil {
-			t.Fatalf("Set(%d) = %v, want admitted", tok, err)
+		if err := g.Write(ctx, res, tok, "v"); err != nil {
+			t.Fatalf("Write(%d) = %v, want admitted", tok, err)
 		}
 	}
 	// MaxUint64-1 differs from MaxUint64 only past a double's precision.
@@ -32,8 +33,8 @@ func TestGuard_AdmitsInTokenOrder_RefusesStale(t *testing.T) {
 			t.Fatalf("Admit(%d) after MaxUint64 = %v, want ErrStaleToken", tok, err)
 		}
 	}
-	if err := g.Set(ctx, res, 7, "stale"); !errors.Is(err, fencing.ErrStaleToken) {
-		t.Fatalf("stale Set = %v, want ErrStaleToken", err)
+	if err := g.Write(ctx, res, 7, "stale"); !errors.Is(err, fencing.ErrStaleToken) {
+		t.Fatalf("stale Write = %v, want ErrStaleToken", err)
 	}
 	v, highest, found, err := g.Get(ctx, res)
 	if err != nil || !found || v != "v" || highest != math.MaxUint64 {
@@ -43,4 +44,14 @@ func TestGuard_AdmitsInTokenOrder_RefusesStale(t *testing.T) {
 	if err := g.Admit(ctx, res+"/other", 1); err != nil {
 		t.Fatalf("Admit on another resource = %v", err)
 	}
+}
+
+// newGuard returns a Guard over c, failing t if NewGuard refuses.
+func newGuard(t testing.TB, c goredis.UniversalClient, opts ...redis.GuardOption) *redis.Guard {
+	t.Helper()
+	g, err := redis.NewGuard(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

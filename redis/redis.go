@@ -12,51 +12,17 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// Config holds the settings of this package that are not Locker options.
-// The zero value is the default.
-type Config struct {
-	// Prefix starts the name of every Redis key and channel the Locker uses
-	// (default DefaultPrefix). It may not contain '{' or '}'. Lockers that
-	// should exclude each other must use the same prefix.
-	Prefix string
-
-	// NodeTimeout bounds each request to one Redlock master (default: a
-	// tenth of the lease's TTL, at most 250 ms), so that a slow or dead
-	// master costs a round little of the lease's validity. Unused by New.
-	NodeTimeout time.Duration
-
-	// CloseClients makes Locker.Close close the client(s) given to the
-	// constructor. Off by default: the caller owns its clients. Open sets it
-	// for the clients it makes.
-	CloseClients bool
-}
-
-func (c Config) prefix() (string, error) {
-	if c.Prefix == "" {
-		return DefaultPrefix, nil
-	}
-	return c.Prefix, checkPrefix(c.Prefix)
-}
-
 // New returns a Locker over one Redis deployment: a single server, a
 // Sentinel-managed master (goredis.NewFailoverClient) or a Cluster
-// (goredis.NewClusterClient). The options set Locker-wide defaults. The
-// client stays the caller's: Close does not close it.
+// (goredis.NewClusterClient). opts are locker's options and this package's
+// (WithPrefix, WithAcceptEviction). The client stays the caller's: Close
+// does not close it.
 //
 // go-redis ignores context deadlines unless the client was made with
 // ContextTimeoutEnabled; without it a call may outlive its context by the
 // client's read timeout. Clients made by Open have it on.
 func New(client goredis.UniversalClient, opts ...locker.Option) (locker.Locker, error) {
-	return NewWith(client, Config{}, opts...)
-}
-
-// NewWith is New with the settings of cfg.
-func NewWith(client goredis.UniversalClient, cfg Config, opts ...locker.Option) (locker.Locker, error) {
-	b, err := newBackend(client, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return locker.New(b, opts...)
+	return newLocker(opts, func(cfg config) (*backend, error) { return newBackend(client, cfg) })
 }
 
 // base is what the single and Redlock backends share.
@@ -67,11 +33,8 @@ type base struct {
 	hub     *hub
 }
 
-func newBase(cfg Config) (base, error) {
-	p, err := cfg.prefix()
-	if err != nil {
-		return base{}, err
-	}
+func newBase(cfg config) (base, error) {
+	p := cfg.Prefix
 	return base{prefix: p, wake: channelPrefix(p), wakeArg: channelPrefix(p), hub: newHub()}, nil
 }
 
@@ -110,7 +73,7 @@ type backend struct {
 	closeClient bool
 }
 
-func newBackend(client goredis.UniversalClient, cfg Config) (*backend, error) {
+func newBackend(client goredis.UniversalClient, cfg config) (*backend, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
 	}

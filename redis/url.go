@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
-	"github.com/distlock/locker/driver"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -22,13 +21,16 @@ const (
 )
 
 func init() {
-	locker.Register(Scheme, locker.BackendOpener(open))
-	locker.Register(SchemeTLS, locker.BackendOpener(open))
-	locker.Register(SchemeRedlock, locker.BackendOpener(open))
+	locker.Register(Scheme, open)
+	locker.Register(SchemeTLS, open)
+	locker.Register(SchemeRedlock, open)
 }
 
-// open makes a backend from a URL of one of the forms the package doc lists.
-func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
+// open makes a Locker from a URL of one of the forms the package doc lists:
+// each of this package's query parameters becomes the option of the same
+// name, before opts (so the caller's options win); the clients it makes are
+// the Locker's, closed by its Close.
+func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker, error) {
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		return nil, invalidURL("query: %v", err)
@@ -36,19 +38,30 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 	if err := checkClientParams(q); err != nil {
 		return nil, err
 	}
-	cfg := Config{CloseClients: true}
-	cfg.Prefix = take(q, "prefix")
-	if err := checkPrefix(cfg.Prefix); err != nil {
-		return nil, invalidURL("query parameter prefix=%q: may not contain '{' or '}'", cfg.Prefix)
+	own := []locker.Option{closeClients()}
+	if q.Has("prefix") {
+		p := take(q, "prefix")
+		if err := checkPrefix(p); err != nil {
+			return nil, invalidURL("query parameter prefix=%q: may not contain '{' or '}'", p)
+		}
+		own = append(own, WithPrefix(p))
 	}
 	if v := take(q, "node_timeout"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			return nil, invalidURL("query parameter node_timeout=%q: want a positive Go duration such as 50ms", v)
 		}
-		cfg.NodeTimeout = d
+		own = append(own, WithNodeTimeout(d))
 	}
-	redlock, err := takeBool(q, "redlock")
+	if q.Has("accept_eviction") {
+		accept, err := takeBool(q, "accept_eviction")
+		if err != nil {
+			return nil, err
+		}
+		own = append(own, WithAcceptEviction(accept))
+	}
+	opts = append(own, opts...)
+	isRedlock, err := takeBool(q, "redlock")
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +71,7 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme == SchemeRedlock {
-		redlock, scheme = true, Scheme
+		isRedlock, scheme = true, Scheme
 	}
 	hosts := strings.Split(u.Host, ",")
 	for _, h := range hosts {
@@ -86,9 +99,9 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 	}
 
 	switch {
-	case redlock && (cluster || sentinel):
+	case isRedlock && (cluster || sentinel):
 		return nil, invalidURL("query: redlock=true cannot be combined with cluster=true or master_name")
-	case redlock:
+	case isRedlock:
 		clients := make([]goredis.UniversalClient, 0, len(hosts))
 		closeAll := func() {
 			for _, c := range clients {
@@ -109,22 +122,25 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 			}
 			clients = append(clients, goredis.NewClient(o))
 		}
-		r, err := newRedlock(clients, cfg)
-		if err == nil {
-			err = r.ping(ctx)
-		}
+		l, err := newLocker(opts, func(cfg config) (*redlock, error) {
+			r, err := newRedlock(clients, cfg)
+			if err == nil {
+				err = r.ping(ctx)
+			}
+			return r, err
+		})
 		if err != nil {
 			closeAll()
 			return nil, err
 		}
-		return r, nil
+		return l, nil
 	case sentinel:
 		o, err := goredis.ParseFailoverURL(withHost(hosts[0], hosts[1:]...))
 		if err != nil {
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
-		return openSingle(ctx, goredis.NewFailoverClient(o), cfg)
+		return openSingle(ctx, goredis.NewFailoverClient(o), opts)
 	case cluster || len(hosts) > 1:
 		if p := strings.Trim(u.Path, "/"); p != "" {
 			return nil, invalidURL("path %q: a Redis Cluster has no database number", u.Path)
@@ -134,27 +150,31 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
-		return openSingle(ctx, goredis.NewClusterClient(o), cfg)
+		return openSingle(ctx, goredis.NewClusterClient(o), opts)
 	default:
 		o, err := goredis.ParseURL(withHost(hosts[0]))
 		if err != nil {
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
-		return openSingle(ctx, goredis.NewClient(o), cfg)
+		return openSingle(ctx, goredis.NewClient(o), opts)
 	}
 }
 
-func openSingle(ctx context.Context, c goredis.UniversalClient, cfg Config) (driver.Backend, error) {
-	b, err := newBackend(c, cfg)
-	if err == nil {
-		err = c.Ping(ctx).Err()
-	}
+// openSingle makes the Locker of a URL over one deployment, once c answers.
+func openSingle(ctx context.Context, c goredis.UniversalClient, opts []locker.Option) (locker.Locker, error) {
+	l, err := newLocker(opts, func(cfg config) (*backend, error) {
+		b, err := newBackend(c, cfg)
+		if err == nil {
+			err = c.Ping(ctx).Err()
+		}
+		return b, err
+	})
 	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
-	return b, nil
+	return l, nil
 }
 
 // ping checks that a quorum of masters answers.
@@ -177,7 +197,7 @@ func (r *redlock) ping(ctx context.Context) error {
 
 // ownParams are the query parameters this package reads itself; every other
 // one is go-redis's (clientParams).
-var ownParams = []string{"prefix", "node_timeout", "redlock", "cluster"}
+var ownParams = []string{"prefix", "node_timeout", "accept_eviction", "redlock", "cluster"}
 
 // paramKind is the kind of value a go-redis query parameter takes.
 type paramKind int
