@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/distlock/locker"
@@ -56,7 +57,7 @@ func (b *base) acquireArgs(n names, val string, ttl time.Duration, waiter string
 
 // queueKeys are the keys of release.lua and leave.lua (an array: a held lock
 // keeps them, and its release slices them without allocating).
-func (n names) queueKeys() [3]string { return [3]string{n.lock, n.queue, n.deadlines} }
+func (n names) queueKeys() [4]string { return [4]string{n.lock, n.queue, n.deadlines, n.fence} }
 
 // RoundTTL implements driver.TTLRounder: PX counts whole milliseconds.
 func (b *base) RoundTTL(ttl time.Duration) (time.Duration, error) { return roundTTL(ttl) }
@@ -97,8 +98,8 @@ func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, wai
 	keys, args := b.acquireArgs(n, val, req.TTL, waiter)
 	ok, x, err := pair(acquireScript.Run(ctx, b.client, keys, args...).Result())
 	if err != nil {
-		if outcomeUnknown(ctx, err) {
-			b.cleanup(ctx, n, val)
+		if outcomeUnknown(err) {
+			b.cleanup(ctx, n, val, req.TTL)
 		}
 		return nil, 0, err
 	}
@@ -108,29 +109,61 @@ func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, wai
 	return &lock{b: b, keys: n.queueKeys(), val: val, token: uint64(x), start: start}, 0, nil
 }
 
-// outcomeUnknown reports whether a failed request may have run on the server:
-// the context ended or a timeout struck after it was sent. A refused
-// connection or a server error reply means it did not.
-func outcomeUnknown(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return true
+// outcomeUnknown reports whether a failed request may have run on the
+// server: every error after the request may have been sent (a timeout, the
+// context ending, EOF, a reset connection). Only a reply of the server's
+// own, and errors before sending (a failed dial, a closed client, no
+// connection free in the pool), say it did not run.
+func outcomeUnknown(err error) bool {
+	var reply goredis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &reply) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+		return false // the server answered
+	case errors.As(err, &op) && op.Op == "dial", errors.Is(err, goredis.ErrClosed), errors.Is(err, goredis.ErrPoolTimeout):
+		return false
 	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	return true
 }
 
 // cleanupTimeout bounds the clean-up of an acquisition whose outcome is
-// unknown. It runs after the caller's context ended, so it has its own.
+// unknown, and the settling of a release's: they run after the caller's
+// context ended, or its request failed, so they have their own.
 const cleanupTimeout = 2 * time.Second
 
-// cleanup deletes the lock of owner value val if the request that failed did
-// take it. It is conditional on the owner, so it never touches anyone else's
-// lock.
-func (b *backend) cleanup(ctx context.Context, n names, val string) {
+// settle runs op, a request safe to repeat, until the server answers it or
+// cleanupTimeout has passed, whatever ctx says: it finishes a request
+// whose first try had an unknown outcome.
+func settle(ctx context.Context, op func(context.Context) (int64, error)) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	pause := 20 * time.Millisecond
+	for {
+		n, err := op(ctx)
+		if err == nil || !outcomeUnknown(err) && !errors.Is(err, goredis.ErrPoolTimeout) {
+			return n, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return n, err
+		}
+		pause = min(2*pause, 250*time.Millisecond)
+	}
+}
+
+// cleanup deletes the lock of owner value val if the request that failed did
+// take it, and, if the lock is free, keeps it from that request for a while
+// should it still land (min(ttl, cleanupTimeout)). It is conditional on the
+// owner, so it never touches anyone else's lock.
+func (b *backend) cleanup(ctx context.Context, n names, val string, ttl time.Duration) {
 	keys := n.queueKeys()
-	releaseScript.Run(ctx, b.client, keys[:], val, b.wakeArg)
+	guard := ttlMillis(min(ttl, cleanupTimeout))
+	_, _ = settle(ctx, func(ctx context.Context) (int64, error) {
+		return releaseScript.Run(ctx, b.client, keys[:], val, b.wakeArg, "", guard).Int64()
+	})
 }
 
 // leave takes a waiter that gives up out of the lock's queue, best effort
@@ -199,13 +232,16 @@ func (b *backend) Close() error {
 // lock is a lock held on one deployment.
 type lock struct {
 	b     *backend
-	keys  [3]string // queueKeys: keys[0] is the lock
+	keys  [4]string // queueKeys: keys[0] is the lock
 	val   string
 	token uint64
 	start time.Time
 }
 
-func (l *lock) Token() uint64    { return l.token }
+func (l *lock) Token() uint64 { return l.token }
+
+// tokenArg is the token as the fence key holds it.
+func (l *lock) tokenArg() string { return strconv.FormatUint(l.token, 10) }
 func (l *lock) Start() time.Time { return l.start }
 
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
@@ -219,8 +255,17 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
+// Release deletes the lock. It is safe to repeat (release.lua knows its own
+// release again by the token in the fence), so a release whose outcome is
+// unknown is settled by running it again.
 func (l *lock) Release(ctx context.Context) error {
-	n, err := releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg).Int64()
+	run := func(ctx context.Context) (int64, error) {
+		return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.tokenArg()).Int64()
+	}
+	n, err := run(ctx)
+	if err != nil && outcomeUnknown(err) {
+		n, err = settle(ctx, run)
+	}
 	if err != nil {
 		return err
 	}
