@@ -20,8 +20,9 @@ import (
 // A Guard is as durable as the server's data: a restart without persistence
 // forgets the highest token and the values alike.
 type Guard struct {
-	client goredis.UniversalClient
-	prefix string
+	client   goredis.UniversalClient
+	prefix   string
+	eviction evictionCheck
 }
 
 var _ fencing.Guard = (*Guard)(nil)
@@ -30,7 +31,15 @@ var _ fencing.Guard = (*Guard)(nil)
 type GuardOption func(*guardConfig)
 
 type guardConfig struct {
-	prefix string
+	prefix         string
+	acceptEviction bool
+}
+
+// WithGuardAcceptEviction(true) lets a Guard run on a server whose
+// maxmemory-policy may evict its keys (see WithAcceptEviction): an evicted
+// fence forgets the highest token admitted.
+func WithGuardAcceptEviction(accept bool) GuardOption {
+	return func(c *guardConfig) { c.acceptEviction = accept }
 }
 
 // WithGuardPrefix starts the guard's key names with p instead of
@@ -51,7 +60,7 @@ func NewGuard(client goredis.UniversalClient, opts ...GuardOption) (*Guard, erro
 	if err := checkPrefix(cfg.prefix); err != nil {
 		return nil, err
 	}
-	return &Guard{client: client, prefix: cfg.prefix}, nil
+	return &Guard{client: client, prefix: cfg.prefix, eviction: evictionCheck{accept: cfg.acceptEviction, logger: discardLogger}}, nil
 }
 
 // guardNames are the keys of one guarded resource: the highest admitted
@@ -98,6 +107,9 @@ var errZeroToken = errors.New("token 0 is never issued by a lock")
 func (g *Guard) run(ctx context.Context, resource string, token uint64, write bool, value string) error {
 	if token == 0 {
 		return fmt.Errorf("%w: resource %q: %w", fencing.ErrStaleToken, resource, errZeroToken)
+	}
+	if err := g.eviction.check(ctx, g.client); err != nil {
+		return fmt.Errorf("redis guard: %q: %w", resource, err)
 	}
 	fence, val := g.names(resource)
 	w := "0"

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -105,3 +106,8 @@ func newLocker[B driver.Backend](opts []locker.Option, build func(config) (B, er
 	}
 	return l, nil
 }
+
+// ErrEvictingPolicy is wrapped (with locker.ErrInvalidOption) by the error of
+// a Locker or Guard on a server whose maxmemory-policy may evict its keys,
+// unless WithAcceptEviction or WithGuardAcceptEviction says to accept it.
+var ErrEvictingPolicy = errors.New("redis: the server's maxmemory-policy evicts keys, which may free a held lock")

@@ -70,6 +70,7 @@ func value(req *driver.Request) string { return req.Owner.String() + " " + req.L
 type backend struct {
 	base
 	client      goredis.UniversalClient
+	eviction    evictionCheck
 	sub         *subscriber
 	closeClient bool
 }
@@ -82,7 +83,8 @@ func newBackend(client goredis.UniversalClient, cfg config) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{base: bs, client: client, closeClient: cfg.CloseClients}
+	b := &backend{base: bs, client: client, closeClient: cfg.CloseClients,
+		eviction: evictionCheck{accept: cfg.AcceptEviction, logger: cfg.Logger}}
 	b.sub = b.subscriber(client)
 	return b, nil
 }
@@ -93,6 +95,9 @@ func (b *backend) Name() string { return "redis" }
 // "", without queueing. It returns the lock, or the holder's remaining TTL
 // when another owner holds it.
 func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, waiter string) (driver.Lock, time.Duration, error) {
+	if err := b.eviction.check(ctx, b.client); err != nil {
+		return nil, 0, err
+	}
 	start := time.Now()
 	val := value(req)
 	keys, args := b.acquireArgs(n, val, req.TTL, waiter)

@@ -127,6 +127,15 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 			if err == nil {
 				err = r.ping(ctx)
 			}
+			for _, c := range clients {
+				// The masters that answered; ping judged the others.
+				if err == nil {
+					e := evictionCheck{accept: cfg.AcceptEviction, logger: cfg.Logger}
+					if cerr := e.check(ctx, c); errors.Is(cerr, ErrEvictingPolicy) {
+						err = cerr
+					}
+				}
+			}
 			return r, err
 		})
 		if err != nil {
@@ -167,6 +176,9 @@ func openSingle(ctx context.Context, c goredis.UniversalClient, opts []locker.Op
 		b, err := newBackend(c, cfg)
 		if err == nil {
 			err = c.Ping(ctx).Err()
+		}
+		if err == nil {
+			err = b.eviction.check(ctx, c)
 		}
 		return b, err
 	})
