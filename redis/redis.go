@@ -55,6 +55,16 @@ func (b *base) acquireArgs(n names, val string, ttl time.Duration, waiter string
 	return []string{n.lock, n.fence, n.queue, n.deadlines}, []any{val, ttlMillis(ttl), b.wakeArg, waiter, staleAfter(ttl)}
 }
 
+// heartbeatArgs are acquire.lua's keys and arguments for a waiter that
+// renews its entry (New's): its liveness replaces the PTTL-based one.
+func (b *base) heartbeatArgs(n names, val string, ttl time.Duration, waiter string) ([]string, []any) {
+	keys, args := b.acquireArgs(n, val, ttl, waiter)
+	if waiter == "" {
+		return keys, args
+	}
+	return keys, append(args, waiterLiveness.Milliseconds())
+}
+
 // queueKeys are the keys of release.lua and leave.lua (an array: a held lock
 // keeps them, and its release slices them without allocating).
 func (n names) queueKeys() [4]string { return [4]string{n.lock, n.queue, n.deadlines, n.fence} }
@@ -100,7 +110,7 @@ func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, wai
 	}
 	start := time.Now()
 	val := value(req)
-	keys, args := b.acquireArgs(n, val, req.TTL, waiter)
+	keys, args := b.heartbeatArgs(n, val, req.TTL, waiter)
 	ok, x, err := pair(acquireScript.Run(ctx, b.client, keys, args...).Result())
 	if err != nil {
 		if outcomeUnknown(err) {
@@ -217,9 +227,38 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 			b.leave(ctx, b.client, n, w)
 			return nil, err
 		}
-		if err := w.wait(ctx, fallbackWait(pttl, req.TTL)); err != nil {
+		if err := b.wait(ctx, n, w, fallbackWait(pttl, req.TTL)); err != nil {
 			b.leave(ctx, b.client, n, w)
 			return nil, err
+		}
+	}
+}
+
+// wait blocks until w is woken, its fallback wait d has passed, its
+// heartbeat says to try now, or ctx ends; meanwhile it renews w's queue
+// entry every heartbeatEvery.
+func (b *backend) wait(ctx context.Context, n names, w *waiter, d time.Duration) error {
+	end := time.Now().Add(d)
+	keys := n.queueKeys()
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return nil
+		}
+		woken, err := w.waitWoken(ctx, min(left, heartbeatEvery))
+		if woken || err != nil {
+			return err
+		}
+		if time.Now().After(end) {
+			return nil
+		}
+		// A failed heartbeat is no error: the entry may go stale, and the
+		// fallback wait still ends. One later than the liveness is useless.
+		bctx, cancel := context.WithTimeout(ctx, waiterLiveness)
+		r, err := beatScript.Run(bctx, b.client, keys[:3], w.id, waiterLiveness.Milliseconds()).Int64()
+		cancel()
+		if err == nil && r != 0 {
+			return nil
 		}
 	}
 }

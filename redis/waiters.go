@@ -32,6 +32,12 @@ type waiter struct {
 
 // wait blocks until w is woken, d has passed, or ctx ends.
 func (w *waiter) wait(ctx context.Context, d time.Duration) error {
+	_, err := w.waitWoken(ctx, d)
+	return err
+}
+
+// waitWoken is wait, and tells whether w was woken.
+func (w *waiter) waitWoken(ctx context.Context, d time.Duration) (woken bool, _ error) {
 	if w.timer == nil {
 		w.timer = time.NewTimer(d)
 	} else {
@@ -39,12 +45,26 @@ func (w *waiter) wait(ctx context.Context, d time.Duration) error {
 	}
 	select {
 	case <-w.wake:
+		w.timer.Stop()
+		return true, nil
 	case <-w.timer.C:
+		return false, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		w.timer.Stop()
+		return false, ctx.Err()
 	}
-	return nil
 }
+
+// Waiters of New renew their queue entries: an entry not renewed for
+// waiterLiveness is stale, and the heartbeat comes every heartbeatEvery. A
+// head waiter that died (or was cut off) is then skipped within
+// waiterLiveness + heartbeatEvery of its last heartbeat: by the release if
+// it comes later, or by the next waiter's heartbeat, which finds the lock
+// free and itself the first live waiter.
+const (
+	waiterLiveness = 700 * time.Millisecond
+	heartbeatEvery = 200 * time.Millisecond
+)
 
 // stopTimer releases the fallback timer when the wait is over.
 func (w *waiter) stopTimer() {
