@@ -66,7 +66,7 @@ func NewGuard(client goredis.UniversalClient, opts ...GuardOption) (*Guard, erro
 // guardNames are the keys of one guarded resource: the highest admitted
 // token, and the value written under the guard.
 func (g *Guard) names(resource string) (fence, val string) {
-	p := g.prefix + "guard:{" + encodeKey(resource) + "}"
+	p := g.prefix + guardSpace + "{" + encodeKey(resource) + "}"
 	return p + ":fence", p + ":value"
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/redis"
@@ -54,4 +55,31 @@ func newGuard(t testing.TB, c goredis.UniversalClient, opts ...redis.GuardOption
 		t.Fatal(err)
 	}
 	return g
+}
+
+// A Guard's keys and a Locker's never share a name, whatever the Locker's
+// prefix: a Locker whose prefix would put its keys in the Guard's key space
+// ("locker:guard:") is refused, or the lock's fence would be the Guard's.
+func TestGuard_KeySpaceDisjointFromLockers(t *testing.T) {
+	addr := testenv.Redis(t).Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := "guarded/" + testPrefix()
+	l, err := redis.New(direct(t, addr), redis.WithPrefix(redis.DefaultPrefix+"guard:"))
+	if errors.Is(err, locker.ErrInvalidOption) {
+		return // refused: the key spaces cannot meet
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lease, err := l.Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease.Release(ctx)
+	g := newGuard(t, direct(t, addr))
+	if err := g.Admit(ctx, key, 1); err != nil {
+		t.Fatalf("Admit(1) on a fresh resource = %v: the Guard's fence is the lock's (token %d)", err, lease.Token())
+	}
 }

@@ -62,4 +62,18 @@ func checkPrefix(p string) error {
 	return nil
 }
 
+// guardSpace ends every Guard's key prefix: a Guard's names are its prefix,
+// guardSpace, then "{" + encoded resource + "}…".
+const guardSpace = "guard:"
+
+// checkLockerPrefix is checkPrefix for a Locker, which also keeps out of
+// the Guards' key space: a Locker prefix ending in guardSpace would name its
+// fence exactly as a Guard names its own.
+func checkLockerPrefix(p string) error {
+	if strings.HasSuffix(p, guardSpace) {
+		return fmt.Errorf("%w: redis key prefix %q ends in %q, the key space of Guards", locker.ErrInvalidOption, p, guardSpace)
+	}
+	return checkPrefix(p)
+}
+
 var errNoClient = errors.New("redis: nil client")

@@ -41,7 +41,8 @@ func option(s setting) locker.Option { return locker.BackendOption(backendName, 
 // WithPrefix starts the name of every Redis key and channel of the Locker
 // with p instead of DefaultPrefix; Lockers that must exclude each other
 // share a prefix. p may not contain '{' or '}' (they would change the
-// Cluster hash tag). URL query parameter: prefix.
+// Cluster hash tag), nor end in "guard:" (the Guards' key space). URL query
+// parameter: prefix.
 func WithPrefix(p string) locker.Option { return option(func(c *config) { c.Prefix = p }) }
 
 // WithNodeTimeout bounds each request to one Redlock master (default: a
@@ -79,7 +80,7 @@ func splitOptions(opts []locker.Option) (config, []locker.Option, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
-	if err := checkPrefix(cfg.Prefix); err != nil {
+	if err := checkLockerPrefix(cfg.Prefix); err != nil {
 		return config{}, nil, err
 	}
 	if cfg.NodeTimeout < 0 {

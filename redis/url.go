@@ -41,8 +41,8 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 	own := []locker.Option{closeClients()}
 	if q.Has("prefix") {
 		p := take(q, "prefix")
-		if err := checkPrefix(p); err != nil {
-			return nil, invalidURL("query parameter prefix=%q: may not contain '{' or '}'", p)
+		if err := checkLockerPrefix(p); err != nil {
+			return nil, invalidURL("query parameter prefix=%q: may not contain '{' or '}', nor end in %q", p, guardSpace)
 		}
 		own = append(own, WithPrefix(p))
 	}
@@ -101,6 +101,8 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 	switch {
 	case isRedlock && (cluster || sentinel):
 		return nil, invalidURL("query: redlock=true cannot be combined with cluster=true or master_name")
+	case cluster && sentinel:
+		return nil, invalidURL("query: cluster=true cannot be combined with master_name (Sentinel)")
 	case isRedlock:
 		clients := make([]goredis.UniversalClient, 0, len(hosts))
 		closeAll := func() {
