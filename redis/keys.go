@@ -10,7 +10,7 @@ import (
 )
 
 // DefaultPrefix starts the name of every Redis key and channel this package
-// uses, unless Config.Prefix says otherwise.
+// uses, unless WithPrefix says otherwise.
 const DefaultPrefix = "locker:"
 
 // names are the Redis names of one lock.
