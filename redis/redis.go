@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/distlock/locker"
@@ -284,8 +283,6 @@ type lock struct {
 
 func (l *lock) Token() uint64 { return l.token }
 
-// tokenArg is the token as the fence key holds it.
-func (l *lock) tokenArg() string { return strconv.FormatUint(l.token, 10) }
 func (l *lock) Start() time.Time { return l.start }
 
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
@@ -304,7 +301,8 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // unknown is settled by running it again.
 func (l *lock) Release(ctx context.Context) error {
 	run := func(ctx context.Context) (int64, error) {
-		return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.tokenArg()).Int64()
+		// The token as the fence holds it: go-redis writes it in decimal.
+		return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.token).Int64()
 	}
 	n, err := run(ctx)
 	if err != nil && outcomeUnknown(err) {

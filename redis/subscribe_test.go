@@ -3,8 +3,6 @@ package redis_test
 import (
 	"context"
 	"errors"
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,15 +23,8 @@ func TestRedis_StalledSubscription_BlocksNobody(t *testing.T) {
 	defer cancel()
 	// Commands go straight to the server over one connection; every later
 	// connection (the subscription's) goes through the proxy.
-	var dials atomic.Int32
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: 1,
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if dials.Add(1) > 1 {
-				addr = proxy.Addr()
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		}})
+		Dialer: splitDialer(srv.Addr(), proxy.Addr())})
 	l, err := redis.New(c, locker.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
