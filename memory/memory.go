@@ -92,6 +92,24 @@ func New(store *Store, opts ...locker.Option) (locker.Locker, error) {
 	return locker.New(newBackend(store), opts...)
 }
 
+// Inspect implements driver.Inspector.
+func (b *backend) Inspect(ctx context.Context, key string) (driver.LockInfo, error) {
+	if err := b.check(ctx); err != nil {
+		return driver.LockInfo{}, err
+	}
+	return b.store.info(key), nil
+}
+
+// List implements driver.Inspector, in key order; the cursor is the last
+// key listed.
+func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.LockInfo, string, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, "", err
+	}
+	locks, next := b.store.list(prefix, cursor, limit)
+	return locks, next, nil
+}
+
 // errDisconnected is what a killed backend answers (a test hook standing for a
 // crashed client: its locks stay on the Store until their TTL).
 var errDisconnected = errors.New("memory: client disconnected")
@@ -127,7 +145,10 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	h, w := b.store.enqueue(req)
+	h, w, err := b.store.enqueue(req)
+	if err != nil {
+		return nil, err
+	}
 	if h != nil {
 		return &lock{b: b, key: req.Key, h: h}, nil
 	}
@@ -141,6 +162,9 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 }
 
 func (b *backend) Close() error { return nil }
+
+// Permits implements driver.Permits: a key admits Request.Limit holders.
+func (b *backend) Permits() {}
 
 type lock struct {
 	b   *backend
