@@ -19,17 +19,9 @@ import (
 // independent Redis masters (not replicas of each other, not one Cluster):
 // a lock is held when a majority of them granted it within its validity.
 // The clients stay the caller's: Close does not close them.
+// opts are locker's options and this package's (WithPrefix, WithNodeTimeout).
 func NewRedlock(clients []goredis.UniversalClient, opts ...locker.Option) (locker.Locker, error) {
-	return NewRedlockWith(clients, Config{}, opts...)
-}
-
-// NewRedlockWith is NewRedlock with the settings of cfg.
-func NewRedlockWith(clients []goredis.UniversalClient, cfg Config, opts ...locker.Option) (locker.Locker, error) {
-	b, err := newRedlock(clients, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return locker.New(b, opts...)
+	return newLocker(opts, func(cfg config) (*redlock, error) { return newRedlock(clients, cfg) })
 }
 
 // maxNodeTimeout caps the default per-master timeout: a master that has not
@@ -46,15 +38,12 @@ type redlock struct {
 	closeClient bool
 }
 
-func newRedlock(clients []goredis.UniversalClient, cfg Config) (*redlock, error) {
+func newRedlock(clients []goredis.UniversalClient, cfg config) (*redlock, error) {
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("%w: redlock needs at least one master", locker.ErrInvalidOption)
 	}
 	if slices.Contains(clients, nil) {
 		return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
-	}
-	if cfg.NodeTimeout < 0 {
-		return nil, fmt.Errorf("%w: redlock node timeout %v is negative", locker.ErrInvalidOption, cfg.NodeTimeout)
 	}
 	bs, err := newBase(cfg)
 	if err != nil {

@@ -103,7 +103,6 @@ func Memory(t testing.TB) *Deployment {
 
 func redisConnect(prefix string, redlock bool) func(context.Context, []string) (locker.Locker, error) {
 	return func(_ context.Context, addrs []string) (locker.Locker, error) {
-		cfg := redis.Config{Prefix: prefix, CloseClients: true}
 		cs := make([]goredis.UniversalClient, len(addrs))
 		for i, a := range addrs {
 			o := &goredis.Options{Addr: a, ContextTimeoutEnabled: true, DialTimeout: time.Second}
@@ -115,15 +114,17 @@ func redisConnect(prefix string, redlock bool) func(context.Context, []string) (
 		var l locker.Locker
 		var err error
 		if redlock {
-			l, err = redis.NewRedlockWith(cs, cfg)
+			l, err = redis.NewRedlock(cs, redis.WithPrefix(prefix))
 		} else {
-			l, err = redis.NewWith(cs[0], cfg)
+			l, err = redis.New(cs[0], redis.WithPrefix(prefix))
 		}
 		if err != nil {
 			for _, c := range cs {
 				c.Close()
 			}
+			return nil, err
 		}
+		l = closingClients{l, cs}
 		return l, err
 	}
 }
@@ -255,4 +256,19 @@ func (d *Deployment) Addrs() []string {
 		a[i] = s.Addr()
 	}
 	return a
+}
+
+// closingClients is a Locker that closes the clients it was made over when
+// it is closed: redis.New leaves them to the caller.
+type closingClients struct {
+	locker.Locker
+	cs []goredis.UniversalClient
+}
+
+func (c closingClients) Close() error {
+	err := c.Locker.Close()
+	for _, x := range c.cs {
+		_ = x.Close()
+	}
+	return err
 }

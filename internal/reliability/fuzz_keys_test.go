@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -18,7 +17,7 @@ import (
 	"github.com/distlock/locker/etcd"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/postgres"
-	"github.com/distlock/locker/redis"
+	_ "github.com/distlock/locker/redis"     // registers redis://
 	_ "github.com/distlock/locker/zookeeper" // registers zookeeper://
 )
 
@@ -40,8 +39,8 @@ func FuzzRedisKeys(f *testing.F) {
 	addr := testenv.Redis(f).Addr()
 	prefix := "fuzz:" + randHex() + ":"
 	fuzzKeys(f, func() (locker.Locker, error) {
-		return redis.NewWith(goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true}),
-			redis.Config{Prefix: prefix, CloseClients: true}, locker.WithTTL(time.Minute))
+		// Open's Locker owns (closes) the client it makes.
+		return locker.Open(context.Background(), "redis://"+addr+"/0?prefix="+prefix, locker.WithTTL(time.Minute))
 	})
 }
 

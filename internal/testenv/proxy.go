@@ -83,6 +83,22 @@ func (p *Proxy) Latency(t testing.TB, d time.Duration) {
 	p.add(t, "latency", "downstream", fmt.Sprintf(`{"latency":%d,"jitter":0}`, d.Milliseconds()))
 }
 
+// ResetReplies resets (TCP RST) every connection, open or new, as soon as
+// the server answers on it, until Heal: the server got and ran the request,
+// the client never sees the answer.
+func (p *Proxy) ResetReplies(t testing.TB) {
+	t.Helper()
+	p.add(t, "reset_peer", "downstream", `{"timeout":0}`)
+}
+
+// DelayRequests delays every request on its way to the server by d, until
+// Heal: a request sent meanwhile reaches the server d later, even if its
+// client has given up and closed the connection.
+func (p *Proxy) DelayRequests(t testing.TB, d time.Duration) {
+	t.Helper()
+	p.add(t, "latency", "upstream", fmt.Sprintf(`{"latency":%d,"jitter":0}`, d.Milliseconds()))
+}
+
 // Heal removes every toxic: traffic flows again on the open connections.
 func (p *Proxy) Heal(t testing.TB) {
 	t.Helper()
