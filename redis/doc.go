@@ -113,7 +113,13 @@
 //
 // # Redlock
 //
-// NewRedlock runs Redlock over N independent masters, quorum N/2+1. Each
+// NewRedlock runs Redlock over N independent masters, quorum N/2+1. N
+// counts distinct masters: a client given twice, or two clients of one
+// address (as written: localhost and 127.0.0.1 differ), are one master, and
+// fewer than 3 are refused unless allowed (URL allow_few_masters=true). Each
+// client must honour context deadlines (go-redis ContextTimeoutEnabled), or
+// NewRedlock refuses it: go-redis would otherwise let a master that never
+// answers hold every round up for its read timeout. Each
 // round sends the acquire script to all masters in parallel, each request
 // bounded by a per-node timeout (Config.NodeTimeout; by default a tenth of
 // the TTL, at most 250 ms). The lock's validity is TTL − elapsed − drift
@@ -202,8 +208,9 @@
 //	redlock://h1:p1,h2:p2,h3:p3/db                     the same
 //
 // Besides go-redis's own query options (dial_timeout, pool_size, … as
-// goredis.ParseURL reads them), the URL may set prefix (Config.Prefix) and
-// node_timeout (Config.NodeTimeout, a Go duration). The clients Open makes
+// goredis.ParseURL reads them), the URL may set prefix (Config.Prefix),
+// node_timeout (Config.NodeTimeout, a Go duration) and, for Redlock,
+// allow_few_masters (true: run on 1 or 2 distinct masters). The clients Open makes
 // honour context deadlines, are closed by Locker.Close, and must answer a
 // PING at Open (for Redlock, a majority of the masters).
 package redis

@@ -29,6 +29,10 @@ type Config struct {
 	// constructor. Off by default: the caller owns its clients. Open sets it
 	// for the clients it makes.
 	CloseClients bool
+
+	// allowFewMasters lets a Redlock run on 1 or 2 distinct masters (URL
+	// allow_few_masters=true); by default it needs 3.
+	allowFewMasters bool
 }
 
 func (c Config) prefix() (string, error) {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +19,11 @@ import (
 // NewRedlock returns a Locker that runs the Redlock algorithm over
 // independent Redis masters (not replicas of each other, not one Cluster):
 // a lock is held when a majority of them granted it within its validity.
-// The clients stay the caller's: Close does not close them.
+// It needs at least 3 distinct masters; a client given twice, or two
+// clients of one address, count as one master. Each client must honour
+// context deadlines (go-redis: ContextTimeoutEnabled), or the per-master
+// timeout could not be enforced. The clients stay the caller's: Close does
+// not close them.
 func NewRedlock(clients []goredis.UniversalClient, opts ...locker.Option) (locker.Locker, error) {
 	return NewRedlockWith(clients, Config{}, opts...)
 }
@@ -36,9 +41,15 @@ func NewRedlockWith(clients []goredis.UniversalClient, cfg Config, opts ...locke
 // answered in 250 ms is treated as down for the round, however long the TTL.
 const maxNodeTimeout = 250 * time.Millisecond
 
+// minMasters is the fewest distinct masters a Redlock runs on unless the
+// caller allows fewer: with 1 or 2 the quorum is every master, so that one
+// master's failure stops all locking, and 1 is no Redlock at all.
+const minMasters = 3
+
 type redlock struct {
 	base
-	nodes       []goredis.UniversalClient
+	nodes       []goredis.UniversalClient // distinct masters
+	owned       []goredis.UniversalClient // every client given, closed by Close if closeClient
 	subs        []*subscriber
 	gates       gates
 	quorum      int
@@ -47,24 +58,76 @@ type redlock struct {
 }
 
 func newRedlock(clients []goredis.UniversalClient, cfg Config) (*redlock, error) {
-	if len(clients) == 0 {
-		return nil, fmt.Errorf("%w: redlock needs at least one master", locker.ErrInvalidOption)
-	}
-	if slices.Contains(clients, nil) {
-		return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
-	}
 	if cfg.NodeTimeout < 0 {
 		return nil, fmt.Errorf("%w: redlock node timeout %v is negative", locker.ErrInvalidOption, cfg.NodeTimeout)
+	}
+	nodes, err := distinctMasters(clients)
+	if err != nil {
+		return nil, err
+	}
+	if len(nodes) == 0 || len(nodes) < minMasters && !cfg.allowFewMasters {
+		return nil, fmt.Errorf("%w: redlock needs at least %d distinct masters, got %d (of %d clients); fewer must be allowed explicitly (allow_few_masters=true)",
+			locker.ErrInvalidOption, minMasters, len(nodes), len(clients))
 	}
 	bs, err := newBase(cfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &redlock{base: bs, nodes: clients, quorum: len(clients)/2 + 1, nodeTimeout: cfg.NodeTimeout, closeClient: cfg.CloseClients}
-	for _, c := range clients {
+	r := &redlock{base: bs, nodes: nodes, owned: clients, quorum: len(nodes)/2 + 1, nodeTimeout: cfg.NodeTimeout, closeClient: cfg.CloseClients}
+	for _, c := range nodes {
 		r.subs = append(r.subs, r.subscriber(c))
 	}
 	return r, nil
+}
+
+// distinctMasters returns clients without those that reach a master
+// already in the list (the same client again, or a client of the same
+// address): counted twice, one master would be two votes of a majority.
+// It refuses a client that would not honour the per-master timeout.
+func distinctMasters(clients []goredis.UniversalClient) ([]goredis.UniversalClient, error) {
+	nodes := make([]goredis.UniversalClient, 0, len(clients))
+	seen := make(map[any]bool, len(clients))
+	for i, c := range clients {
+		if c == nil {
+			return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
+		}
+		if !honoursContext(c) {
+			return nil, fmt.Errorf("%w: redlock master %d: its client was made without ContextTimeoutEnabled; go-redis would then ignore the per-master timeout, and a master that does not answer would hold up every round for the client's read timeout",
+				locker.ErrInvalidOption, i)
+		}
+		if id := masterID(c); !seen[id] {
+			seen[id] = true
+			nodes = append(nodes, c)
+		}
+	}
+	return nodes, nil
+}
+
+// masterID is what identifies the master a client reaches: the network and
+// address (host in lower case) of a plain client; the client itself for any
+// other (a Sentinel-managed client's master moves). Addresses are compared
+// as written: localhost and 127.0.0.1 are not recognised as one.
+func masterID(c goredis.UniversalClient) any {
+	if pc, ok := c.(*goredis.Client); ok {
+		if o := pc.Options(); o.Addr != "FailoverClient" {
+			return o.Network + "://" + strings.ToLower(o.Addr)
+		}
+	}
+	return c
+}
+
+// honoursContext reports whether go-redis bounds c's requests by their
+// context's deadline. A client type of the caller's own is trusted to.
+func honoursContext(c goredis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 func (r *redlock) Name() string { return "redlock" }
@@ -438,7 +501,7 @@ func (r *redlock) Close() error {
 		errs = append(errs, s.close())
 	}
 	if r.closeClient {
-		for _, c := range r.nodes {
+		for _, c := range r.owned { // duplicates too; a second Close says ErrClosed
 			if err := c.Close(); err != nil && !errors.Is(err, goredis.ErrClosed) {
 				errs = append(errs, err)
 			}

@@ -45,6 +45,9 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 		}
 		cfg.NodeTimeout = d
 	}
+	if cfg.allowFewMasters, err = takeBool(q, "allow_few_masters"); err != nil {
+		return nil, err
+	}
 	redlock, err := takeBool(q, "redlock")
 	if err != nil {
 		return nil, err
@@ -107,6 +110,9 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 			clients = append(clients, goredis.NewClient(o))
 		}
 		r, err := newRedlock(clients, cfg)
+		if errors.Is(err, locker.ErrInvalidOption) {
+			err = invalidURL("host %q: %v", u.Host, err)
+		}
 		if err == nil {
 			err = r.ping(ctx)
 		}

@@ -1,0 +1,113 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/redis"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// The same master given twice is one master. Redlock over A, A and a dead
+// master has one live master of two distinct ones: it must not grant. Fewer
+// than 3 distinct masters are refused unless the caller asks for them.
+func TestRedlock_SameMasterTwice_CountsOnce(t *testing.T) {
+	addr := testenv.Redis(t).Addr()
+	dead := closedAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix := testPrefix()
+
+	// outcome is what Open or the constructor said, or else what a
+	// TryAcquire on the Locker said; it closes the Locker.
+	outcome := func(l locker.Locker, err error) error {
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		lease, err := l.TryAcquire(ctx, "k")
+		if err == nil {
+			lease.Release(ctx)
+			return errors.New("granted")
+		}
+		return err
+	}
+
+	u := "redlock://" + addr + "," + addr + "," + dead + "?prefix=" + prefix
+	if err := outcome(locker.Open(ctx, u)); !errors.Is(err, locker.ErrInvalidURL) {
+		t.Errorf("Open(redlock://A,A,dead) = %v, want ErrInvalidURL: 2 distinct masters, fewer than 3", err)
+	}
+	// Asked for: 2 distinct masters, quorum 2, one of them dead.
+	if err := outcome(locker.Open(ctx, u+"&allow_few_masters=true")); !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("Open(redlock://A,A,dead?allow_few_masters=true) = %v, want ErrUnavailable: 1 live master of 2", err)
+	}
+
+	c1, c2, d := masterClient(t, addr), masterClient(t, addr), masterClient(t, dead)
+	for name, cs := range map[string][]goredis.UniversalClient{
+		"one client twice":           {c1, c1, d},
+		"two clients of one address": {c1, c2, d},
+	} {
+		err := outcome(redis.NewRedlockWith(cs, redis.Config{Prefix: prefix}))
+		if !errors.Is(err, locker.ErrInvalidOption) {
+			t.Errorf("%s, and a dead master: NewRedlock = %v, want ErrInvalidOption: 2 distinct masters, fewer than 3", name, err)
+		}
+	}
+}
+
+// masterClient is a client of one Redlock master as connectMasters makes
+// it, closed with t.
+func masterClient(t testing.TB, addr string) goredis.UniversalClient {
+	c := connectMasters([]string{addr})[0]
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A master that accepts connections and never answers costs a round no more
+// than the node timeout, whatever the options of the caller's clients: with
+// 2 healthy masters of 3 and a 2 s TTL, TryAcquire gets the lock. (go-redis
+// ignores context deadlines unless the client has ContextTimeoutEnabled;
+// such a client may instead be refused at construction, with an error that
+// says so.)
+func TestRedlock_SilentMaster_CostsNoMoreThanTheNodeTimeout(t *testing.T) {
+	c := testenv.RedisMasters(t, 3)
+	addrs := c.Addrs()
+	p := c.Nodes[2].Proxy(t)
+	addrs[2] = p.Addr()
+	p.Blackhole(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ttl = 2 * time.Second
+
+	for _, ctxTimeout := range []bool{false, true} {
+		cs := make([]goredis.UniversalClient, len(addrs))
+		for i, a := range addrs {
+			cs[i] = goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: ctxTimeout, MaxRetries: -1})
+		}
+		l, err := redis.NewRedlockWith(cs, redis.Config{Prefix: testPrefix(), CloseClients: true}, locker.WithTTL(ttl))
+		if err != nil {
+			for _, c := range cs {
+				c.Close()
+			}
+			if !ctxTimeout && errors.Is(err, locker.ErrInvalidOption) && strings.Contains(err.Error(), "ContextTimeoutEnabled") {
+				continue
+			}
+			t.Fatalf("ContextTimeoutEnabled=%v: NewRedlock = %v", ctxTimeout, err)
+		}
+		start := time.Now()
+		lease, err := l.TryAcquire(ctx, "k")
+		if err != nil {
+			l.Close()
+			t.Fatalf("ContextTimeoutEnabled=%v: TryAcquire with 2 of 3 masters healthy, 1 silent, TTL %v = %v after %v, want the lock",
+				ctxTimeout, ttl, err, time.Since(start).Round(time.Millisecond))
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Errorf("ContextTimeoutEnabled=%v: Release = %v", ctxTimeout, err)
+		}
+		l.Close()
+	}
+}
