@@ -169,19 +169,12 @@
 // tell whether anybody holds the lock. It answers:
 //
 //   - the lease, when a round wins;
-//   - ErrLocked only when another owner's grants alone make a majority of
-//     the masters in one round: that owner holds the lock (or a round of
-//     its own, of unknown outcome, just took a majority);
-//   - an error wrapping ErrContended (reported by package locker as
-//     ErrUnavailable) when the last round was split: the masters that
-//     answered were shared between contenders (the caller's undone grants
-//     included) and nobody — not the caller, not another owner — had a
-//     majority. No one held the lock, so it is not ErrLocked; the caller
-//     may try again, or use Acquire, which goes on until a contender wins;
-//   - an error saying how many masters did not answer and that it "cannot
-//     tell whether the lock is held" (ErrUnavailable) when the last round
-//     left it undecidable: another owner's grants, with the silent masters,
-//     could make a majority, but do not without them;
+//   - ErrLocked when a majority of the masters answered and did not grant:
+//     contention, as on every backend. After one round when another
+//     owner's grants alone make a majority (it holds the lock); after up to
+//     three when the answering masters were split between contenders —
+//     then the error also wraps ErrContended — or when another owner's
+//     grants, with the silent masters, could make a majority;
 //   - an error wrapping ErrUnavailable, after one round, when more masters
 //     failed than a majority can spare (as for Acquire).
 //
@@ -190,8 +183,7 @@
 // Connection failures, timeouts and server error replies are returned as they
 // come from go-redis; package locker reports them as ErrUnavailable (or the
 // context's error), never as ErrLocked. ErrContended (Redlock TryAcquire,
-// see above) is reported as ErrUnavailable too, and matches itself with
-// errors.Is. A TTL is rounded up to a whole
+// see above) comes wrapped in an ErrLocked. A TTL is rounded up to a whole
 // millisecond, the unit of PX.
 //
 // # URLs

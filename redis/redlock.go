@@ -163,13 +163,12 @@ type nodeResult struct {
 	holder string // the holder's owner value, when not ok
 }
 
-// ErrContended is wrapped by the error of a Redlock TryAcquire whose last
-// round ended split between contenders: no owner — neither the caller nor
-// another — was granted a majority, and the silent masters (if any) could
-// not have made one, so nobody held the lock and the caller did not get it
-// either. Package locker reports it as ErrUnavailable (it is not ErrLocked:
-// there was no holder); errors.Is tells it apart. Trying again later, or
-// Acquire, usually succeeds.
+// ErrContended is wrapped by the ErrLocked of a Redlock TryAcquire whose
+// last round ended split between contenders: the masters that answered (a
+// majority) were shared among owners, the caller's undone grants included,
+// and none had a majority. It is contention, so ErrLocked, as on every
+// backend; errors.Is tells this case apart from a majority holder. Trying
+// again later, or Acquire, usually succeeds.
 var ErrContended = errors.New("redis: redlock contenders split the masters, no owner holds a majority")
 
 // roundState is how a round that neither took the lock nor failed outright
@@ -204,17 +203,19 @@ type verdict struct {
 	granted int
 }
 
-// err is TryAcquire's answer to a round that ended as v after rounds rounds.
+// err is TryAcquire's answer to a round that ended as v after rounds
+// rounds. A majority of the masters answered (else the round failed
+// outright) and did not grant: contention, ErrLocked, whoever holds them.
 func (v verdict) err(nodes, quorum, rounds int) error {
 	switch v.state {
 	case held:
 		return locker.ErrLocked
 	case unknown:
-		return fmt.Errorf("redlock: %d of %d masters did not answer; cannot tell whether the lock is held (other owners hold %v of the answering ones, quorum %d): %w",
-			v.silent, nodes, v.others, quorum, errors.Join(v.errs...))
+		return fmt.Errorf("%w: redlock: other owners hold %v of the %d masters that answered, %d did not (quorum %d): %v",
+			locker.ErrLocked, v.others, nodes-v.silent, v.silent, quorum, errors.Join(v.errs...))
 	}
-	return fmt.Errorf("redlock: after %d rounds, grants split among the %d masters (this attempt %d, other owners %v, silent %d), quorum %d: %w",
-		rounds, nodes, v.granted, v.others, v.silent, quorum, ErrContended)
+	return fmt.Errorf("%w: redlock: after %d rounds, grants split among the %d masters (this attempt %d, other owners %v, silent %d), quorum %d: %w",
+		locker.ErrLocked, rounds, nodes, v.granted, v.others, v.silent, quorum, ErrContended)
 }
 
 // round is one Redlock acquisition round, for waiter (queued on the masters
