@@ -137,11 +137,18 @@
 // The token: each granting master proposes its own max(counter+1, TIME µs);
 // the token is the largest proposal of the granting majority, and it is
 // written back (fence.lua, conditional on still holding the lock there) to
-// the granting masters whose proposal was lower; the lock counts only once
-// a majority holds the token. Any later majority intersects this one, reads
-// a counter at least this high, and proposes more. Redlock's token guarantee
-// holds as long as fewer than a majority of masters lose their counter at
-// once (any number may, if their clocks are not behind).
+// the granting masters whose proposal was lower, and (unconditionally: a
+// fence only rises) to every master that answered the round without
+// granting; the lock counts only once a majority of granting masters holds
+// the token. A later grant's majority meets the masters that took the token
+// in at least one master, which proposes more unless it lost its counter
+// since. So a later token is larger unless every master of the later
+// majority that took the earlier token lost its counter (restart without
+// persistence, eviction) and has a clock behind that token. When every
+// master answered the earlier round, that takes a majority of masters
+// losing their counters; when only a bare majority answered it (the others
+// down or silent), two majorities can meet in one master, and that
+// master's loss alone can let a token repeat or go back.
 //
 // Refresh extends the lock on all masters and needs a majority to succeed
 // within the new validity; each master may take up to a third of the TTL

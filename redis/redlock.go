@@ -253,9 +253,6 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waite
 	}
 
 	if granted >= r.quorum {
-		// Any two majorities intersect: writing the token back to a majority
-		// before the lock counts means every later majority reads a fence
-		// at least this high, so its own token is larger.
 		fenced := r.raiseFences(ctx, res, n, val, token, timeout)
 		validity := req.TTL - time.Since(start) - locker.DriftMargin(req.TTL)
 		if fenced >= r.quorum && validity > 0 {
@@ -300,17 +297,27 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waite
 	return nil, v, nil
 }
 
-// raiseFences sets the fence of every granting master that is below token,
-// and returns how many granting masters now hold token.
+// raiseFences writes the token back before the lock counts: to every
+// granting master whose proposal was lower (conditional on still holding
+// the lock there), and to every master that answered without granting
+// (unconditional: a fence only rises). It returns how many granting masters
+// now hold the token. A later majority meets this round's answering masters
+// in at least one master, which proposes more unless it lost its counter;
+// the token is carried forward by every master that answered, not just by
+// the granting majority, so that when all answer, it takes a majority of
+// masters losing their counters to lose it (redis/doc.go, Redlock).
 func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, val string, token int64, timeout time.Duration) int {
 	var mu sync.Mutex
 	fenced := 0
 	tok := strconv.FormatInt(token, 10)
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
-		if !res[i].ok || res[i].err != nil {
+		switch {
+		case res[i].err != nil:
 			return
-		}
-		if res[i].n != token {
+		case !res[i].ok:
+			fenceScript.Run(ctx, c, []string{n.lock, n.fence}, "", tok)
+			return
+		case res[i].n != token:
 			ok, err := fenceScript.Run(ctx, c, []string{n.lock, n.fence}, val, tok).Int64()
 			if err != nil || ok != 1 {
 				return

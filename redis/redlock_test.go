@@ -111,3 +111,63 @@ func TestRedlock_SilentMaster_CostsNoMoreThanTheNodeTimeout(t *testing.T) {
 		l.Close()
 	}
 }
+
+// Two majorities of 3 masters can meet in one master; if that master lost
+// its counter, the later majority must still see the earlier token. Masters
+// A, B, C; B's counter is far ahead (as a clock ahead would make it); X is
+// granted on {A, B} with B's token, C refusing (another owner holds the key
+// there); A restarts without persistence; Y is granted on {A, C}, B
+// refusing. Y's token must be above X's: the token was written back to every
+// master that answered X's round, C included.
+func TestRedlock_MajoritiesMeetInARestartedMaster_TokensStillIncrease(t *testing.T) {
+	c := testenv.RedisMasters(t, 3)
+	addrs := c.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prefix := testPrefix()
+	const ttl = 10 * time.Second
+	cfg := redis.Config{Prefix: prefix, CloseClients: true, NodeTimeout: 2 * time.Second}
+	l, err := redis.NewRedlockWith(connectMasters(addrs), cfg, locker.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lockKey, fenceKey := keyNames(prefix, "k")
+
+	ahead := time.Now().Add(24 * time.Hour).UnixMicro()
+	if err := direct(t, addrs[1]).Set(ctx, fenceKey, ahead, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	plantGrant(t, ctx, addrs[2], prefix, "k", "z", ttl)
+	x, err := l.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("X on {A, B}: %v", err)
+	}
+	if x.Token() <= uint64(ahead) {
+		t.Fatalf("X's token %d is not B's (above %d)", x.Token(), ahead)
+	}
+	if err := x.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := direct(t, addrs[2]).Del(ctx, lockKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	c.Nodes[0].Kill(t)
+	c.Nodes[0].Restart(t)
+	plantGrant(t, ctx, addrs[1], prefix, "k", "z", ttl)
+	var y locker.Lease
+	for range 5 { // the Locker's connection to A died with it
+		if y, err = l.TryAcquire(ctx, "k"); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("Y on {A, C}: %v", err)
+	}
+	defer y.Release(ctx)
+	if y.Token() <= x.Token() {
+		t.Fatalf("Y's token %d is not above X's %d: the majorities {A, B} and {A, C} met in A, which lost its counter", y.Token(), x.Token())
+	}
+}
