@@ -166,9 +166,11 @@
 // contenders that split the masters retry after a random jitter. A failed
 // round is retried up to three times (a loaded master may miss one node
 // timeout) before the error is returned. A master
-// that was paused during a round may apply the round's SET after its
-// release, when it resumes: that key expires at its TTL, and a lone master
-// cannot make a majority.
+// that was frozen or cut off during a round may run the round's SET when it
+// resumes, after the undo and after the error returned: for up to a TTL
+// after an acquisition fails, the clean-up by owner id goes on in the
+// background on those masters (backoff 50 ms to 1 s) until each has
+// released the lock or answered twice that it holds none; Close stops it.
 //
 // TryAcquire makes one attempt in the contract's sense — it never waits for
 // a holder — but that attempt may take up to three rounds, separated by the

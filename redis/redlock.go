@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,13 @@ type redlock struct {
 	quorum      int
 	nodeTimeout time.Duration // 0: derived from each lease's TTL
 	closeClient bool
+
+	// Background clean-ups (settle): Close cancels and waits for them.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bgMu     sync.Mutex
+	bgWG     sync.WaitGroup
+	closed   bool
 }
 
 func newRedlock(clients []goredis.UniversalClient, cfg Config) (*redlock, error) {
@@ -74,6 +82,7 @@ func newRedlock(clients []goredis.UniversalClient, cfg Config) (*redlock, error)
 		return nil, err
 	}
 	r := &redlock{base: bs, nodes: nodes, owned: clients, quorum: len(nodes)/2 + 1, nodeTimeout: cfg.NodeTimeout, closeClient: cfg.CloseClients}
+	r.bgCtx, r.bgCancel = context.WithCancel(context.Background())
 	for _, c := range nodes {
 		r.subs = append(r.subs, r.subscriber(c))
 	}
@@ -218,13 +227,36 @@ func (v verdict) err(nodes, quorum, rounds int) error {
 		locker.ErrLocked, rounds, nodes, v.granted, v.others, v.silent, quorum, ErrContended)
 }
 
+// acquisition is one Acquire or TryAcquire: its key's names, its owner
+// value, and the masters where a failed round may have left its lock.
+type acquisition struct {
+	req *driver.Request
+	n   names
+	val string
+	// pending[i]: master i may hold, or may yet be given (a request of
+	// unknown outcome still queued there), this acquisition's lock, which
+	// the undo of the round could not be seen to remove. Nil while none.
+	pending []bool
+}
+
+func (r *redlock) newAcquisition(req *driver.Request) *acquisition {
+	return &acquisition{req: req, n: r.names(req.Key), val: value(req)}
+}
+
+func (a *acquisition) mark(i, nodes int) {
+	if a.pending == nil {
+		a.pending = make([]bool, nodes)
+	}
+	a.pending[i] = true
+}
+
 // round is one Redlock acquisition round, for waiter (queued on the masters
 // that refuse) or, with "", without queueing. It returns the lock; or an error
 // when too many masters failed for any majority to answer (or a majority
 // granted but the token or the validity failed); or else the verdict: whether
 // another owner holds the lock, may hold it, or the masters are split.
-func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waiter string) (driver.Lock, verdict, error) {
-	val := value(req)
+func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (driver.Lock, verdict, error) {
+	req, n, val := a.req, a.n, a.val
 	timeout := r.timeout(req.TTL)
 	res := make([]nodeResult, len(r.nodes))
 	keys, args := r.acquireArgs(n, val, req.TTL, waiter)
@@ -271,8 +303,16 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waite
 	// The undo wakes nobody: waiters wait on a majority holder, not on the
 	// scattered grants of a failed round. (A master that granted took the
 	// waiter out of its queue and woke the next one there; the waiter's
-	// next round queues it again, at the back.)
-	r.releaseAll(context.WithoutCancel(ctx), n, val, false, timeout)
+	// next round queues it again, at the back.) Where the undo cannot be
+	// seen to have removed a grant, or a request of unknown outcome may yet
+	// run, the master stays pending: settle goes on there if the
+	// acquisition fails.
+	undone, _ := r.releaseEach(context.WithoutCancel(ctx), n, val, false, timeout)
+	for i, x := range res {
+		if x.ok && undone[i] < 0 || x.err != nil && maybeRan(x.err) && undone[i] != 1 {
+			a.mark(i, len(r.nodes))
+		}
+	}
 
 	if failed > len(r.nodes)-r.quorum {
 		return nil, verdict{}, fmt.Errorf("redlock: %d of %d masters failed, quorum %d: %w", failed, len(r.nodes), r.quorum, errors.Join(errs...))
@@ -295,6 +335,21 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waite
 	slices.Sort(v.others)
 	slices.Reverse(v.others)
 	return nil, v, nil
+}
+
+// maybeRan reports whether a request that failed may have run, or may yet
+// run, on its master: anything but a refused dial, a pool that gave no
+// connection, or an error reply from the server.
+func maybeRan(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return false
+	}
+	var re goredis.Error
+	if errors.As(err, &re) {
+		return false
+	}
+	return !errors.Is(err, goredis.ErrPoolTimeout) && !errors.Is(err, goredis.ErrClosed)
 }
 
 // raiseFences writes the token back before the lock counts: to every
@@ -330,30 +385,100 @@ func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, va
 	return fenced
 }
 
-// releaseAll runs release.lua on every master and returns how many released
-// the lock and how many failed. With wake, each master that released wakes
-// the head of its queue: at most one waiter per master.
-func (r *redlock) releaseAll(ctx context.Context, n names, val string, wake bool, timeout time.Duration) (released, failed int, err error) {
+// releaseEach runs release.lua on every master and returns what each
+// answered: 1 released, 0 not held by val, -1 failed. With wake, each
+// master that released wakes the head of its queue: at most one waiter per
+// master.
+func (r *redlock) releaseEach(ctx context.Context, n names, val string, wake bool, timeout time.Duration) ([]int8, error) {
+	return r.releaseOn(ctx, nil, n, val, wake, timeout)
+}
+
+// releaseOn is releaseEach on the masters i with only[i] (all when only is
+// nil); the others answer 0.
+func (r *redlock) releaseOn(ctx context.Context, only []bool, n names, val string, wake bool, timeout time.Duration) ([]int8, error) {
 	var mu sync.Mutex
 	var errs []error
-	ch := ""
+	var ch any = ""
 	if wake {
-		ch = r.wake
+		ch = r.wakeArg
 	}
 	keys := n.queueKeys()
+	answers := make([]int8, len(r.nodes))
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
+		if only != nil && !only[i] {
+			return
+		}
 		x, e := releaseScript.Run(ctx, c, keys[:], val, ch).Int64()
-		mu.Lock()
-		defer mu.Unlock()
 		switch {
 		case e != nil:
-			failed++
+			answers[i] = -1
+			mu.Lock()
 			errs = append(errs, fmt.Errorf("master %d: %w", i, e))
+			mu.Unlock()
 		case x == 1:
-			released++
+			answers[i] = 1
 		}
 	})
-	return released, failed, errors.Join(errs...)
+	return answers, errors.Join(errs...)
+}
+
+// settle removes, in the background, what a failed acquisition may have
+// left on its pending masters: a grant its undo could not reach, or a
+// request that timed out on a master that was frozen or cut off, queued on
+// its socket and run when it resumes — after the error returned, holding
+// the key for a whole TTL if nobody removed it. settle sends the release
+// (conditional on the owner value: it never touches another owner's lock)
+// to each pending master with a backoff (50 ms doubling to 1 s) until the
+// master released a lock, or answered twice that it holds none — the second
+// answer to a request sent after the first answer came back, so that the
+// server has by then run the requests that were queued on its sockets when
+// it resumed. It gives up a TTL after the failure (a master still silent
+// then, the key it is given later expires at its TTL and, alone, is no
+// majority) and when the Locker closes. The acquisition is over: no later
+// round of it can be given a lock under the same owner value.
+func (r *redlock) settle(a *acquisition) {
+	if a.pending == nil {
+		return
+	}
+	r.bgMu.Lock()
+	defer r.bgMu.Unlock()
+	if r.closed {
+		return
+	}
+	r.bgWG.Add(1)
+	go func() {
+		defer r.bgWG.Done()
+		ctx, cancel := context.WithTimeout(r.bgCtx, a.req.TTL)
+		defer cancel()
+		answered := make([]int, len(r.nodes))
+		d := 50 * time.Millisecond
+		t := time.NewTimer(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+			res, _ := r.releaseOn(ctx, a.pending, a.n, a.val, true, r.timeout(a.req.TTL))
+			left := false
+			for i, x := range res {
+				if !a.pending[i] {
+					continue
+				}
+				if x == 0 {
+					answered[i]++
+				}
+				a.pending[i] = x < 0 || x == 0 && answered[i] < 2
+				left = left || a.pending[i]
+			}
+			if !left {
+				return
+			}
+			d = min(2*d, time.Second)
+			t.Reset(d)
+		}
+	}()
 }
 
 // jitter is a random pause of up to span << n (never more than half the
@@ -371,8 +496,13 @@ func jitter(span time.Duration, n int, ttl time.Duration) time.Duration {
 // still one attempt: TryAcquire never waits for a holder.
 const tryRounds = 3
 
-func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	n := r.names(req.Key)
+func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	a := r.newAcquisition(req)
+	defer func() {
+		if err != nil {
+			r.settle(a)
+		}
+	}()
 	var t *time.Timer
 	defer func() {
 		if t != nil {
@@ -381,7 +511,7 @@ func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 	}()
 	for i := 1; ; i++ {
 		start := time.Now()
-		l, v, err := r.round(ctx, req, n, "")
+		l, v, err := r.round(ctx, a, "")
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -409,16 +539,21 @@ func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 // stays down, and the caller should hear of it in well under its deadline.
 const failedRounds = 3
 
-func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	n := r.names(req.Key)
+func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	a := r.newAcquisition(req)
 	// One acquisition per key at a time in this Locker: its goroutines would
 	// only split the masters between themselves.
-	release, err := r.gates.enter(ctx, n.tag)
+	release, err := r.gates.enter(ctx, a.n.tag)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	l, _, err := r.retryRound(ctx, req, n, "")
+	defer func() {
+		if err != nil {
+			r.settle(a)
+		}
+	}()
+	l, _, err := r.retryRound(ctx, a, "")
 	if l != nil || err != nil {
 		return l, err
 	}
@@ -429,12 +564,12 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	splits := 0
 	for {
 		start := time.Now()
-		l, v, err := r.retryRound(ctx, req, n, w.id)
+		l, v, err := r.retryRound(ctx, a, w.id)
 		if l != nil {
 			return l, nil
 		}
 		if err != nil {
-			r.leaveAll(ctx, n, w, req.TTL)
+			r.leaveAll(ctx, a.n, w, req.TTL)
 			return nil, err
 		}
 		var d time.Duration
@@ -448,7 +583,7 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 			splits = 0
 		}
 		if err := w.wait(ctx, d); err != nil {
-			r.leaveAll(ctx, n, w, req.TTL)
+			r.leaveAll(ctx, a.n, w, req.TTL)
 			return nil, err
 		}
 	}
@@ -463,13 +598,13 @@ func (r *redlock) leaveAll(ctx context.Context, n names, w *waiter, ttl time.Dur
 
 // retryRound runs rounds until one does not fail for want of masters, at
 // most failedRounds of them, separated by jitter.
-func (r *redlock) retryRound(ctx context.Context, req *driver.Request, n names, waiter string) (driver.Lock, verdict, error) {
+func (r *redlock) retryRound(ctx context.Context, a *acquisition, waiter string) (driver.Lock, verdict, error) {
 	for i := 1; ; i++ {
-		l, v, err := r.round(ctx, req, n, waiter)
+		l, v, err := r.round(ctx, a, waiter)
 		if err == nil || i == failedRounds || ctx.Err() != nil {
 			return l, v, err
 		}
-		t := time.NewTimer(jitter(r.timeout(req.TTL), i-1, req.TTL))
+		t := time.NewTimer(jitter(r.timeout(a.req.TTL), i-1, a.req.TTL))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -504,6 +639,11 @@ func (r *redlock) subscribe(ctx context.Context, ttl time.Duration) {
 }
 
 func (r *redlock) Close() error {
+	r.bgMu.Lock()
+	r.closed = true
+	r.bgMu.Unlock()
+	r.bgCancel()
+	r.bgWG.Wait()
 	var errs []error
 	for _, s := range r.subs {
 		errs = append(errs, s.close())
@@ -570,7 +710,16 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 // ErrLeaseLost when no majority held it any more, and an error when too
 // many masters failed to tell.
 func (l *rlock) Release(ctx context.Context) error {
-	released, failed, err := l.r.releaseAll(ctx, l.n, l.val, true, l.r.timeout(l.ttl))
+	answers, err := l.r.releaseEach(ctx, l.n, l.val, true, l.r.timeout(l.ttl))
+	var released, failed int
+	for _, x := range answers {
+		switch x {
+		case 1:
+			released++
+		case -1:
+			failed++
+		}
+	}
 	switch {
 	case released >= l.r.quorum:
 		return nil

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,109 @@ func TestRedlock_SilentMaster_CostsNoMoreThanTheNodeTimeout(t *testing.T) {
 			t.Errorf("ContextTimeoutEnabled=%v: Release = %v", ctxTimeout, err)
 		}
 		l.Close()
+	}
+}
+
+// An acquisition that fails while every master is frozen leaves no lock
+// behind once they resume. Its requests sit on the frozen masters' sockets
+// and run when they resume, after the error has returned; the clean-up by
+// owner id goes on in the background until it has removed them. Close stops
+// that clean-up: no goroutine outlives the Locker.
+func TestRedlock_AllMastersFrozen_NoPhantomHoldAfterResume(t *testing.T) {
+	c := testenv.RedisMasters(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ttl = time.Minute // how long a phantom hold would last
+	prefix := testPrefix()
+	newLocker := func() locker.Locker {
+		l, err := redis.NewRedlockWith(connectMasters(c.Addrs()), redis.Config{Prefix: prefix, CloseClients: true}, locker.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	waiter, closed, other := newLocker(), newLocker(), newLocker()
+	// Open a connection to each master, so that the requests of the rounds
+	// below go out on it (a new connection would wait for its handshake).
+	for _, l := range []locker.Locker{waiter, closed} {
+		lease, err := l.Acquire(ctx, "warm-up")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	paused := true
+	for _, n := range c.Nodes {
+		n.Pause(t)
+	}
+	resume := func() {
+		if paused {
+			paused = false
+			for _, n := range c.Nodes {
+				n.Unpause(t)
+			}
+		}
+	}
+	defer resume()
+	errs := make(chan error, 2)
+	for l, key := range map[locker.Locker]string{waiter: "k", closed: "c"} {
+		go func() {
+			actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+			defer acancel()
+			_, err := l.Acquire(actx, key)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err == nil {
+			t.Fatal("Acquire with every master frozen got the lock")
+		}
+	}
+	// Both clean-ups run, and go on while the masters are frozen; Close
+	// ends one.
+	if n := settlers(); n != 2 {
+		t.Fatalf("%d clean-ups running after two failed acquisitions, want 2", n)
+	}
+	closed.Close()
+	if n := settlers(); n != 1 {
+		t.Fatalf("%d clean-ups running after one of their Lockers closed, want 1", n)
+	}
+	resume()
+
+	// A phantom hold keeps the key for the waiter's TTL after the resume.
+	actx, acancel := context.WithTimeout(ctx, 15*time.Second)
+	defer acancel()
+	start := time.Now()
+	lease, err := other.Acquire(actx, "k")
+	if err != nil {
+		var held []string
+		for _, a := range c.Addrs() {
+			held = append(held, lockKeys(t, a)...)
+		}
+		t.Fatalf("Acquire after the masters resumed = %v after %v; lock keys on the masters: %v", err, time.Since(start).Round(time.Millisecond), held)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiter.Close()
+	if n := settlers(); n != 0 {
+		t.Fatalf("%d clean-ups running after their Lockers closed", n)
+	}
+}
+
+// settlers counts the goroutines running a Redlock clean-up.
+func settlers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "created by github.com/distlock/locker/redis.(*redlock).settle")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
 
