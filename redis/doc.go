@@ -116,7 +116,8 @@
 // NewRedlock runs Redlock over N independent masters, quorum N/2+1. N
 // counts distinct masters: a client given twice, or two clients of one
 // address (as written: localhost and 127.0.0.1 differ), are one master, and
-// fewer than 3 are refused unless allowed (URL allow_few_masters=true). Each
+// fewer than 3 are refused unless allowed (WithAllowFewMasters; URL
+// allow_few_masters=true). Each
 // client must honour context deadlines (go-redis ContextTimeoutEnabled), or
 // NewRedlock refuses it: go-redis would otherwise let a master that never
 // answers hold every round up for its read timeout. Each

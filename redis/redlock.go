@@ -31,12 +31,31 @@ func NewRedlock(clients []goredis.UniversalClient, opts ...locker.Option) (locke
 
 // NewRedlockWith is NewRedlock with the settings of cfg.
 func NewRedlockWith(clients []goredis.UniversalClient, cfg Config, opts ...locker.Option) (locker.Locker, error) {
+	bc := locker.SplitOptions(Scheme, opts)
+	for _, s := range bc.Settings {
+		switch s := s.(type) {
+		case allowFewMasters:
+			cfg.allowFewMasters = bool(s)
+		default:
+			return nil, fmt.Errorf("%w: redis: %T is not an option of NewRedlock", locker.ErrInvalidOption, s)
+		}
+	}
 	b, err := newRedlock(clients, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return locker.New(b, opts...)
+	return locker.New(b, bc.Options...)
 }
+
+// WithAllowFewMasters(true) lets NewRedlock run on 1 or 2 distinct masters
+// (URL: allow_few_masters=true). By default it needs 3: with fewer, the
+// quorum is every master, so that one master's failure stops all locking.
+func WithAllowFewMasters(allow bool) locker.Option {
+	return locker.BackendOption(Scheme, allowFewMasters(allow))
+}
+
+// allowFewMasters is the setting WithAllowFewMasters carries.
+type allowFewMasters bool
 
 // maxNodeTimeout caps the default per-master timeout: a master that has not
 // answered in 250 ms is treated as down for the round, however long the TTL.
@@ -74,7 +93,7 @@ func newRedlock(clients []goredis.UniversalClient, cfg Config) (*redlock, error)
 		return nil, err
 	}
 	if len(nodes) == 0 || len(nodes) < minMasters && !cfg.allowFewMasters {
-		return nil, fmt.Errorf("%w: redlock needs at least %d distinct masters, got %d (of %d clients); fewer must be allowed explicitly (allow_few_masters=true)",
+		return nil, fmt.Errorf("%w: redlock needs at least %d distinct masters, got %d (of %d clients); fewer must be allowed explicitly (WithAllowFewMasters, URL allow_few_masters=true)",
 			locker.ErrInvalidOption, minMasters, len(nodes), len(clients))
 	}
 	bs, err := newBase(cfg)

@@ -57,6 +57,10 @@ func TestRedlock_SameMasterTwice_CountsOnce(t *testing.T) {
 		if !errors.Is(err, locker.ErrInvalidOption) {
 			t.Errorf("%s, and a dead master: NewRedlock = %v, want ErrInvalidOption: 2 distinct masters, fewer than 3", name, err)
 		}
+		err = outcome(redis.NewRedlockWith(cs, redis.Config{Prefix: prefix}, redis.WithAllowFewMasters(true)))
+		if !errors.Is(err, locker.ErrUnavailable) {
+			t.Errorf("%s, and a dead master, WithAllowFewMasters(true): TryAcquire = %v, want ErrUnavailable: 1 live master of 2", name, err)
+		}
 	}
 }
 
