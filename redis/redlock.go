@@ -304,7 +304,7 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	}
 
 	if granted >= r.quorum {
-		fenced := r.raiseFences(ctx, res, n, val, token, timeout)
+		fenced, ferr := r.raiseFences(ctx, res, n, val, token, timeout)
 		validity := req.TTL - time.Since(start) - driver.DriftMargin(req.TTL)
 		if fenced >= r.quorum && validity > 0 {
 			return &rlock{r: r, n: n, val: val, token: uint64(token), start: start, ttl: req.TTL}, verdict{}, nil
@@ -312,7 +312,7 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 		if validity <= 0 {
 			errs = append(errs, fmt.Errorf("redlock: round took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), req.TTL))
 		} else {
-			errs = append(errs, fmt.Errorf("redlock: fencing token written to %d of %d masters, quorum %d", fenced, len(r.nodes), r.quorum))
+			errs = append(errs, fmt.Errorf("redlock: fencing token written to %d of %d masters, quorum %d: %w", fenced, len(r.nodes), r.quorum, ferr))
 		}
 		failed = len(r.nodes) // not a matter of waiting for another owner
 	}
@@ -375,13 +375,14 @@ func maybeRan(err error) bool {
 // granting master whose proposal was lower (conditional on still holding
 // the lock there), and to every master that answered without granting
 // (unconditional: a fence only rises). It returns how many granting masters
-// now hold the token. A later majority meets this round's answering masters
+// now hold the token, and why the others do not. A later majority meets this round's answering masters
 // in at least one master, which proposes more unless it lost its counter;
 // the token is carried forward by every master that answered, not just by
 // the granting majority, so that when all answer, it takes a majority of
 // masters losing their counters to lose it (redis/doc.go, Redlock).
-func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, val string, token int64, timeout time.Duration) int {
+func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, val string, token int64, timeout time.Duration) (int, error) {
 	var mu sync.Mutex
+	var errs []error
 	fenced := 0
 	tok := strconv.FormatInt(token, 10)
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
@@ -393,7 +394,13 @@ func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, va
 			return
 		case res[i].n != token:
 			ok, err := fenceScript.Run(ctx, c, []string{n.lock, n.fence}, val, tok).Int64()
-			if err != nil || ok != 1 {
+			if err == nil && ok != 1 {
+				err = errors.New("the lock is no longer ours there")
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("master %d: fence: %w", i, err))
+				mu.Unlock()
 				return
 			}
 		}
@@ -401,7 +408,7 @@ func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, va
 		fenced++
 		mu.Unlock()
 	})
-	return fenced
+	return fenced, errors.Join(errs...)
 }
 
 // releaseEach runs release.lua on every master and returns what each
