@@ -135,8 +135,15 @@
 // queues it there again, at the back. The undo of a failed round wakes
 // nobody. Redlock waiters are not served in arrival order.
 //
-// The token: each granting master proposes its own max(counter+1, TIME µs);
-// the token is the largest proposal of the granting majority, and it is
+// The token: each granting master proposes its own max(counter+1, TIME µs)
+// — and, in a round that does not queue (grant.lua), the client's hint too:
+// its clock + 1 s, taken only if at most 10 s ahead of the master's clock.
+// When the hint is above every granting master's counter and clock (clocks
+// within about a second), they all propose it and nothing needs writing
+// back: an uncontended acquire is one round trip to every master. The hint
+// only raises proposals, each still above its master's counter and clock,
+// so the argument below is unchanged. The token is the largest proposal of
+// the granting majority, and it is
 // written back (fence.lua, conditional on still holding the lock there) to
 // the granting masters whose proposal was lower, and (unconditionally: a
 // fence only rises) to every master that answered the round without

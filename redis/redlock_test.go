@@ -3,7 +3,9 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -277,5 +279,64 @@ func TestRedlock_MajoritiesMeetInARestartedMaster_TokensStillIncrease(t *testing
 	defer y.Release(ctx)
 	if y.Token() <= x.Token() {
 		t.Fatalf("Y's token %d is not above X's %d: the majorities {A, B} and {A, C} met in A, which lost its counter", y.Token(), x.Token())
+	}
+}
+
+// An uncontended Redlock acquire is one request to each master: the masters
+// take the client's hint as their proposal, all propose the same token, and
+// none needs it written back (issue 22: Redlock at redsync's speed).
+func TestRedlock_Uncontended_OneRequestPerMaster(t *testing.T) {
+	c := testenv.RedisMasters(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := redis.Config{Prefix: testPrefix(), CloseClients: true, NodeTimeout: 2 * time.Second}
+	l, err := redis.NewRedlockWith(connectMasters(c.Addrs()), cfg, locker.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// scripts counts the scripts each master has run (EVALSHA, and EVAL
+	// for a script it did not have yet).
+	scripts := func() []int {
+		var n []int
+		for _, a := range c.Addrs() {
+			info, err := direct(t, a).Info(ctx, "commandstats").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := 0
+			for _, line := range strings.Split(info, "\n") {
+				for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+					if rest, ok := strings.CutPrefix(line, cmd); ok {
+						v, _, _ := strings.Cut(rest, ",")
+						x, _ := strconv.Atoi(v)
+						calls += x
+					}
+				}
+			}
+			n = append(n, calls)
+		}
+		return n
+	}
+	// The first acquisition loads the script on each master (EVALSHA
+	// refused, then EVAL): count from the second.
+	for i := range 4 {
+		before := scripts()
+		lease, err := l.TryAcquire(ctx, fmt.Sprint("k", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := scripts()
+		for m := range after {
+			if i == 0 {
+				break
+			}
+			if d := after[m] - before[m]; d != 1 {
+				t.Errorf("acquire %d: master %d ran %d scripts, want 1", i, m, d)
+			}
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
