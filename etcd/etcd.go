@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,14 +89,12 @@ func newBackend(cli *clientv3.Client, cfg Config, owned bool) (*backend, error) 
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = DefaultPrefix
-	}
-	if !strings.HasSuffix(cfg.Prefix, "/") {
-		cfg.Prefix += "/"
+	prefix, err := normalizePrefix(cfg.Prefix)
+	if err != nil {
+		return nil, err
 	}
 	b := &backend{
-		cli: cli, owned: owned, prefix: cfg.Prefix, timeout: cfg.RequestTimeout,
+		cli: cli, owned: owned, prefix: prefix, timeout: cfg.RequestTimeout,
 		grantSem: make(chan struct{}, 1), leases: map[time.Duration]*sharedLease{},
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())

@@ -278,7 +278,7 @@ func TestEtcd_FIFO_TwentyWaitersAcquireInArrivalOrder(t *testing.T) {
 				errs <- err
 			}
 		}()
-		waitKeys(t, raw, h.prefix+key+"/", int64(i+2))
+		waitKeys(t, raw, h.prefix+key+"\x00", int64(i+2))
 	}
 	if err := holder.Release(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -293,7 +293,7 @@ func TestEtcd_FIFO_TwentyWaitersAcquireInArrivalOrder(t *testing.T) {
 			t.Fatalf("acquisition order %v, want 0..%d in order", order, waiters-1)
 		}
 	}
-	waitKeys(t, raw, h.prefix+key+"/", 0)
+	waitKeys(t, raw, h.prefix+key+"\x00", 0)
 }
 
 // TestEtcd_SameKeyTwiceOnOneLocker_Excludes: two acquisitions of one key
@@ -345,7 +345,7 @@ func TestEtcd_LeaseRevokedOnServer_DoneFires(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
-	resp, err := raw.Get(ctxFor(t, 10*time.Second), h.prefix+"revoked/", clientv3.WithPrefix())
+	resp, err := raw.Get(ctxFor(t, 10*time.Second), h.prefix+"revoked\x00", clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("reading the lock's key: %v (%d keys)", err, len(resp.Kvs))
 	}

@@ -80,6 +80,9 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 		}
 	}
 	c.cfg.Prefix = strings.TrimPrefix(u.Path, "/")
+	if strings.IndexByte(c.cfg.Prefix, 0) >= 0 {
+		return nil, invalid("path (the key prefix) %q contains NUL", c.cfg.Prefix)
+	}
 
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
