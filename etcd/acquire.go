@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -30,12 +32,11 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 	defer cancel()
 	sent := time.Now()
 	resp, err := b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(lp), "=", 0).WithPrefix()).
+		If(clientv3.Compare(clientv3.CreateRevision(lp), "=", 0).WithPrefix(), own.notTombstoned()).
 		Then(clientv3.OpPut(own.name, own.value, clientv3.WithLease(sl.id))).
 		Commit()
 	if err != nil {
-		// The txn may have been applied: remove the key if it holds our owner id.
-		b.remove(ctx, own, 0)
+		b.createFailed(ctx, own, err)
 		return nil, err
 	}
 	if !resp.Succeeded {
@@ -50,27 +51,38 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 // own key and its predecessor. Without a predecessor the lock is held at
 // once (one round trip); otherwise it waits for the predecessor's deletion.
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	sl, err := b.lease(ctx, req.TTL)
+	var sl *sharedLease
+	err := patiently(ctx, nil, func() (err error) {
+		sl, err = b.lease(ctx, req.TTL)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	lp := lockPrefix(b.prefix, req.Key)
 	own := sl.claim(lp, req.Owner, req.Label)
 	key := own.name
-	rctx, cancel := b.requestContext(ctx)
-	sent := time.Now()
-	resp, err := b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(
-			clientv3.OpPut(key, own.value, clientv3.WithLease(sl.id)),
-			// The put is the txn's newest write, so the own key sorts first.
-			clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
-		).
-		Commit()
-	cancel()
+	var (
+		resp *clientv3.TxnResponse
+		sent time.Time
+	)
+	err = patiently(ctx, sl, func() (err error) {
+		rctx, cancel := b.requestContext(ctx)
+		defer cancel()
+		sent = time.Now()
+		resp, err = b.cli.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), own.notTombstoned()).
+			Then(
+				clientv3.OpPut(key, own.value, clientv3.WithLease(sl.id)),
+				// The put is the txn's newest write, so the own key sorts first.
+				clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
+			).
+			Commit()
+		return err
+	})
 	if err != nil {
-		b.remove(ctx, own, 0)
+		b.createFailed(ctx, own, err)
 		return nil, err
 	}
 	if !resp.Succeeded {
@@ -196,11 +208,23 @@ func (b *backend) granted(ctx context.Context, own *ownKey, req *driver.Request,
 	return l, nil
 }
 
+// createFailed cleans up after a create txn that failed with err. Refused
+// under backpressure, it was never proposed: the name is free again.
+// Otherwise it may have been applied, or may still be (a request can reach
+// the server after a later one): remove the key, tombstoning its name.
+func (b *backend) createFailed(ctx context.Context, own *ownKey, err error) {
+	if tooManyRequests(err) {
+		own.free()
+		return
+	}
+	b.remove(ctx, own, 0)
+}
+
 // remove deletes an own key that must not stay: a cancelled or failed wait,
-// or an acquire whose outcome is unknown (rev 0: then the key is deleted
-// only if it holds our owner id). If it cannot be deleted now it is retried
-// in the background until it is, the lease dies (taking the key with it) or
-// the backend closes (revoking the lease).
+// a lock that expired, or an acquire whose outcome is unknown (rev 0: see
+// deleteOwn). If it cannot be deleted now it is retried in the background
+// until it is, the lease dies (taking the key with it) or the backend
+// closes (revoking the lease).
 func (b *backend) remove(ctx context.Context, own *ownKey, rev int64) {
 	ctx = context.WithoutCancel(ctx)
 	if b.deleteOwn(ctx, own, rev) == nil {
@@ -219,24 +243,63 @@ func (b *backend) remove(ctx context.Context, own *ownKey, rev int64) {
 	})
 }
 
-// deleteOwn deletes the own key if its create revision is rev (or, when rev
-// is 0, if it holds our owner id). Any answer means the key is gone or not
-// ours, so its name is free again.
+// deleteOwn deletes the own key if its create revision is rev; any answer
+// means the key is gone or not ours, so its name is free again.
+//
+// When rev is 0 the create's outcome is unknown, and the create may still
+// be on its way: a delete applied before it would leave a key that the
+// shared lease keeps alive with nobody behind it. So the same txn writes
+// the name's tombstone, which every create txn requires to be absent: a
+// late create then fails. The key is deleted if it holds our owner id; the
+// tombstone lives on the shared lease and the name is never used again on
+// it.
 func (b *backend) deleteOwn(ctx context.Context, own *ownKey, rev int64) error {
 	rctx, cancel := b.requestContext(ctx)
 	defer cancel()
-	cmp := clientv3.Compare(clientv3.CreateRevision(own.name), "=", rev)
+	txn := b.cli.Txn(rctx)
 	if rev == 0 {
-		cmp = clientv3.Compare(clientv3.Value(own.name), "=", own.value)
+		tomb := clientv3.OpPut(own.tomb, "", clientv3.WithLease(own.sl.id))
+		txn = txn.If(clientv3.Compare(clientv3.Value(own.name), "=", own.value)).
+			Then(clientv3.OpDelete(own.name), tomb).
+			Else(tomb)
+	} else {
+		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(own.name), "=", rev)).
+			Then(clientv3.OpDelete(own.name))
 	}
-	if _, err := b.cli.Txn(rctx).If(cmp).Then(clientv3.OpDelete(own.name)).Commit(); err != nil {
+	if _, err := txn.Commit(); err != nil {
 		return err
 	}
-	own.free()
+	if rev != 0 {
+		own.free()
+	}
 	return nil
 }
 
-// backoff paces retries: 50 ms doubling to 1 s.
+// tooManyRequests reports etcd's backpressure ("etcdserver: too many
+// requests"): the server's apply loop is too far behind its commit index,
+// and it refused the request before proposing it. Nothing was written, so
+// the request may be sent again.
+func tooManyRequests(err error) bool { return errors.Is(err, rpctypes.ErrTooManyRequests) }
+
+// patiently runs fn again, after a jittered backoff, for as long as the
+// server answers with backpressure and ctx lasts (and sl lives, if not nil).
+// A blocking Acquire uses it; TryAcquire makes one attempt.
+func patiently(ctx context.Context, sl *sharedLease, fn func() error) error {
+	bo := newBackoff()
+	for {
+		err := fn()
+		if !tooManyRequests(err) {
+			return err
+		}
+		if serr := bo.sleep(ctx, sl); serr != nil {
+			return fmt.Errorf("%w (last attempt: %w)", serr, err)
+		}
+	}
+}
+
+// backoff paces retries: 50 ms doubling to 1 s, each wait drawn at random
+// from its upper half, so that clients refused together do not return
+// together.
 type backoff struct{ d time.Duration }
 
 func newBackoff() *backoff { return &backoff{d: 50 * time.Millisecond} }
@@ -244,15 +307,19 @@ func newBackoff() *backoff { return &backoff{d: 50 * time.Millisecond} }
 func (b *backoff) reset() { b.d = 50 * time.Millisecond }
 
 // sleep waits the current delay; it fails early when ctx ends or the lease
-// dies.
+// (if not nil) dies.
 func (b *backoff) sleep(ctx context.Context, sl *sharedLease) error {
-	t := time.NewTimer(b.d)
+	t := time.NewTimer(b.d/2 + rand.N(b.d/2+1))
 	defer t.Stop()
 	b.d = min(2*b.d, time.Second)
+	var dead <-chan struct{}
+	if sl != nil {
+		dead = sl.done
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-sl.done:
+	case <-dead:
 		return sl.err()
 	case <-t.C:
 		return nil
