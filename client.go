@@ -42,6 +42,7 @@ type client struct {
 func New(b driver.Backend, opts ...Option) (Locker, error) {
 	o := defaultOptions()
 	o.apply(opts)
+	o.foreign(b.Name())
 	if o.err != nil {
 		return nil, fmt.Errorf("%s: new: %w", b.Name(), o.err)
 	}
@@ -49,7 +50,7 @@ func New(b driver.Backend, opts ...Option) (Locker, error) {
 	c.rounder, _ = b.(driver.TTLRounder)
 	c.log = o.logger
 	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
+		c.log = discard
 	}
 	if _, err := c.roundTTL(o.ttl); err != nil {
 		return nil, fmt.Errorf("%s: new: %w", c.name, err)
@@ -97,7 +98,7 @@ type acquireFunc func(context.Context, *driver.Request) (driver.Lock, error)
 
 func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do acquireFunc, attempts int) (Lease, error) {
 	o := c.opts
-	o.apply(opts)
+	o.perCall(opts)
 	if o.err != nil {
 		return nil, &opError{c.name, op, key, o.err}
 	}

@@ -6,12 +6,13 @@ import (
 )
 
 // Do acquires key (waiting for it), runs fn while holding it, and releases it.
-// The lease refreshes itself in the background while fn runs (automatic
-// refresh is on unless an option turns it off), and fn's context is cancelled
-// the moment the lease is lost, with the loss as its cause
-// (context.Cause). Do returns fn's error, joined with ErrLeaseLost if the
-// lease was lost while fn ran, or with the release's error.
-func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context, lease Lease) error, opts ...Option) error {
+// The lease refreshes itself in the background while fn runs (unless
+// WithAutoRefresh(false) is given), and fn's context is cancelled the moment
+// the lease is lost, with the loss as its cause (context.Cause). Do returns
+// fn's error, joined with ErrLeaseLost if the lease was lost while fn ran, or
+// with the release's error. If fn panics, the lease is released before the
+// panic goes on up the stack.
+func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context, lease Lease) error, opts ...Option) (err error) {
 	lease, err := l.Acquire(ctx, key, append([]Option{WithAutoRefresh(true)}, opts...)...)
 	if err != nil {
 		return err
@@ -26,15 +27,24 @@ func Do(ctx context.Context, l Locker, key string, fn func(ctx context.Context, 
 		case <-fnCtx.Done():
 		}
 	}()
-	fnErr := fn(fnCtx, lease)
-	cancel(nil)
-	<-watched
-	// Release even when ctx has ended; there is no point past the deadline.
+	// Deferred, so that a panic in fn that a caller recovers leaves neither
+	// the lock held nor the watcher running.
+	defer func() {
+		cancel(nil)
+		<-watched
+		err = errors.Join(err, finish(ctx, lease))
+	}()
+	return fn(fnCtx, lease)
+}
+
+// finish releases a lease Do held; even when ctx has ended, there is no point
+// past the lease's deadline.
+func finish(ctx context.Context, lease Lease) error {
 	rctx, rcancel := context.WithDeadline(context.WithoutCancel(ctx), lease.Deadline())
 	defer rcancel()
 	if lerr := lease.Err(); errors.Is(lerr, ErrLeaseLost) {
 		_ = lease.Release(rctx) // clean up our own entry early, if it is still there
-		return errors.Join(fnErr, lerr)
+		return lerr
 	}
-	return errors.Join(fnErr, lease.Release(rctx))
+	return lease.Release(rctx)
 }

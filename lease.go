@@ -10,13 +10,6 @@ import (
 	"github.com/distlock/locker/driver"
 )
 
-// DriftMargin returns how much earlier than Start+TTL a lease's local deadline
-// is set: 1% of the TTL plus 2 ms, for clock-rate differences between client
-// and server and the scheduling delay of the timer itself (Redlock's rule).
-func DriftMargin(ttl time.Duration) time.Duration {
-	return ttl/100 + 2*time.Millisecond
-}
-
 type leaseState int
 
 const (
@@ -50,7 +43,21 @@ type lease struct {
 	stopRefresh chan struct{}
 	pendingLoss error // a loss the backend reported before start
 	cleaned     bool  // the driver's Release was tried after the loss
+	expired     bool  // the driver's Expire was called
 }
+
+// GrantedTTL returns the TTL a lease of this package was granted with: the
+// TTL asked for, as the backend rounded it up (etcd to whole seconds, say).
+// It returns 0 for a Lease of another implementation.
+func GrantedTTL(l Lease) time.Duration {
+	if g, ok := l.(interface{ TTL() time.Duration }); ok {
+		return g.TTL()
+	}
+	return 0
+}
+
+// TTL returns the effective TTL (GrantedTTL).
+func (l *lease) TTL() time.Duration { return l.ttl }
 
 func (l *lease) Key() string           { return l.key }
 func (l *lease) Token() uint64         { return l.token }
@@ -77,7 +84,7 @@ func (l *lease) start(dl driver.Lock) error {
 	}
 	l.dl, l.token = dl, dl.Token()
 	l.ops = make(chan struct{}, 1)
-	l.deadline = dl.Start().Add(l.ttl - DriftMargin(l.ttl))
+	l.deadline = dl.Start().Add(l.ttl - driver.DriftMargin(l.ttl))
 	if !time.Now().Before(l.deadline) {
 		return fmt.Errorf("%w: %w (TTL %v too short for this backend's latency)", ErrLeaseLost, errLateGrant, l.ttl)
 	}
@@ -93,12 +100,16 @@ func (l *lease) start(dl driver.Lock) error {
 
 // end moves a held lease to its final state; it reports whether it did. The
 // caller holds l.mu and must call c.forget(l) after unlocking when it did.
+// A lost lease keeps its timer: at the local deadline it has the backend
+// expire the entry (expire), whatever ended it.
 func (l *lease) end(state leaseState, err error) bool {
 	if l.state != held {
 		return false
 	}
 	l.state, l.err = state, err
-	l.timer.Stop()
+	if state != lost {
+		l.timer.Stop()
+	}
 	if l.stopRefresh != nil {
 		close(l.stopRefresh)
 	}
@@ -136,10 +147,17 @@ func (l *lease) lost(cause error) {
 		return
 	}
 	l.mu.Unlock()
+	l.lose(cause)
+}
+
+// lose ends a held lease as lost and has its entry removed from the backend:
+// the entry may outlive the loss (a session that came back, a shared lease
+// the Locker keeps renewing), so it is released at once, conditionally on
+// the owner, and — should that fail on an unreachable backend — expired when
+// the local deadline passes (expire), so the lock is free for others within
+// the TTL rather than when the holder calls Release or closes the Locker.
+func (l *lease) lose(cause error) {
 	if l.endWith(lost, lostBecause(cause)) {
-		// The backend's entry may outlive the loss (a session that came
-		// back, say): remove it, conditionally on the owner, so the lock is
-		// free for others at once rather than when the holder calls Release.
 		l.c.background(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 			defer cancel()
@@ -148,21 +166,29 @@ func (l *lease) lost(cause error) {
 	}
 }
 
-// expire runs at the local deadline.
+// expire runs at the local deadline: it ends a lease that was not refreshed
+// in time and, for a lease that ended lost (now or earlier), calls the
+// driver's Expire once.
 func (l *lease) expire() {
 	l.mu.Lock()
-	if l.state != held {
+	ended := false
+	switch {
+	case l.state == held:
+		if d := time.Until(l.deadline); d > 0 { // a refresh moved the deadline
+			l.timer.Reset(d)
+			l.mu.Unlock()
+			return
+		}
+		ended = l.end(lost, lostBecause(errors.New("deadline passed without a successful refresh")))
+	case l.state != lost || l.expired:
 		l.mu.Unlock()
 		return
 	}
-	if d := time.Until(l.deadline); d > 0 { // a refresh moved the deadline
-		l.timer.Reset(d)
-		l.mu.Unlock()
-		return
-	}
-	l.end(lost, lostBecause(errors.New("deadline passed without a successful refresh")))
+	l.expired = true
 	l.mu.Unlock()
-	l.c.forget(l)
+	if ended {
+		l.c.forget(l)
+	}
 	if x, ok := l.dl.(driver.Expirer); ok {
 		l.c.background(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
@@ -201,7 +227,7 @@ func (l *lease) Refresh(ctx context.Context) error {
 	sent := time.Now()
 	if err := l.dl.Refresh(ctx, l.ttl); err != nil {
 		// Failed or ambiguous: the holder can no longer be sure it holds.
-		l.endWith(lost, lostBecause(wrapError(ctx, l.c.name, "refresh", l.key, err)))
+		l.lose(wrapError(ctx, l.c.name, "refresh", l.key, err))
 		return l.Err()
 	}
 	l.mu.Lock()
@@ -209,7 +235,7 @@ func (l *lease) Refresh(ctx context.Context) error {
 	if l.state != held {
 		return l.err
 	}
-	if d := sent.Add(l.ttl - DriftMargin(l.ttl)); d.After(l.deadline) {
+	if d := sent.Add(l.ttl - driver.DriftMargin(l.ttl)); d.After(l.deadline) {
 		l.deadline = d
 		l.timer.Reset(time.Until(d))
 	}
@@ -255,9 +281,14 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 }
 
-// closeLocker ends the lease because its Locker is closing.
+// closeLocker ends the lease because its Locker is closing; Close itself
+// releases the entry, and the backend closes after it, so the timer that
+// would call Expire is stopped.
 func (l *lease) closeLocker() {
 	l.endWith(lost, lostBecause(ErrClosed))
+	l.mu.Lock()
+	l.timer.Stop()
+	l.mu.Unlock()
 }
 
 // cleanup releases the lock on the backend, best effort and at most once,

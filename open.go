@@ -13,11 +13,45 @@ import (
 	"github.com/distlock/locker/driver"
 )
 
-// An Opener makes a Backend from a URL of the scheme it was registered for.
+// An Opener makes a Locker from a URL of the scheme it was registered for.
 // The query parameters that locker itself reads (ttl, namespace, owner) have
-// been removed from u. An Opener returns an error wrapping ErrInvalidURL for a
-// URL it cannot use, naming the part that is wrong.
-type Opener func(ctx context.Context, u *url.URL) (driver.Backend, error)
+// been removed from u and turned into the first of opts; the options given to
+// Open follow them, so they win. Every other query parameter is one of the
+// backend's own options, under the same name. An Opener returns an error
+// wrapping ErrInvalidURL for a URL it cannot use, naming the part that is
+// wrong; the Locker it returns owns the client it made from the URL.
+type Opener func(ctx context.Context, u *url.URL, opts []Option) (Locker, error)
+
+// BackendOpener is an Opener for a backend whose URL alone makes its
+// driver.Backend: the options go to New. A backend with options of its own
+// writes an Opener that passes them to its constructor.
+func BackendOpener(open func(ctx context.Context, u *url.URL) (driver.Backend, error)) Opener {
+	return func(ctx context.Context, u *url.URL, opts []Option) (Locker, error) {
+		b, err := open(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		l, err := New(b, opts...)
+		if err != nil {
+			_ = b.Close()
+			return nil, err
+		}
+		return l, nil
+	}
+}
+
+// knownImports are the packages of this module that register each scheme,
+// for the error that tells a user which import is missing.
+var knownImports = map[string]string{
+	"memory":     "github.com/distlock/locker/memory",
+	"redis":      "github.com/distlock/locker/redis",
+	"rediss":     "github.com/distlock/locker/redis",
+	"redlock":    "github.com/distlock/locker/redis",
+	"etcd":       "github.com/distlock/locker/etcd",
+	"zookeeper":  "github.com/distlock/locker/zookeeper",
+	"postgres":   "github.com/distlock/locker/postgres",
+	"postgresql": "github.com/distlock/locker/postgres",
+}
 
 var registry = struct {
 	sync.RWMutex
@@ -83,6 +117,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 	opener := registry.openers[strings.ToLower(u.Scheme)]
 	registry.RUnlock()
 	if opener == nil {
+		if pkg, ok := knownImports[strings.ToLower(u.Scheme)]; ok {
+			return nil, fmt.Errorf("%w: scheme %q is not registered: add import _ %q", ErrInvalidURL, u.Scheme, pkg)
+		}
 		return nil, fmt.Errorf("%w: unknown scheme %q (registered: %s; forgotten import?)",
 			ErrInvalidURL, u.Scheme, strings.Join(Schemes(), ", "))
 	}
@@ -90,14 +127,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := opener(ctx, u)
+	l, err := opener(ctx, u, append(urlOpts, opts...))
 	if err != nil {
 		return nil, wrapError(ctx, u.Scheme, "open", "", err)
-	}
-	l, err := New(b, append(urlOpts, opts...)...)
-	if err != nil {
-		_ = b.Close()
-		return nil, err
 	}
 	return l, nil
 }

@@ -3,14 +3,16 @@ package locker_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/driver"
-	_ "github.com/distlock/locker/memory"
+	"github.com/distlock/locker/memory"
 )
 
 func TestOpen_MalformedURL_NamesTheWrongPart(t *testing.T) {
@@ -84,7 +86,7 @@ func TestOpen_QueryOptionsApply(t *testing.T) {
 func TestRegister_TwiceOrNil_Panics(t *testing.T) {
 	for name, fn := range map[string]func(){
 		"duplicate": func() {
-			locker.Register("memory", func(context.Context, *url.URL) (driver.Backend, error) { return nil, nil })
+			locker.Register("memory", locker.BackendOpener(func(context.Context, *url.URL) (driver.Backend, error) { return nil, nil }))
 		},
 		"nil": func() { locker.Register("nil-opener", nil) },
 	} {
@@ -96,5 +98,49 @@ func TestRegister_TwiceOrNil_Panics(t *testing.T) {
 			}()
 			fn()
 		}()
+	}
+}
+
+// A scheme of this module whose package is not imported names the import to
+// add; the quick start's first error must tell a newcomer what to do.
+func TestOpen_UnimportedScheme_NamesTheImport(t *testing.T) {
+	for scheme, pkg := range map[string]string{
+		"etcd://127.0.0.1:2379/p":    "github.com/distlock/locker/etcd",
+		"redlock://a,b,c/":           "github.com/distlock/locker/redis",
+		"postgresql://u@h/db":        "github.com/distlock/locker/postgres",
+		"zookeeper://127.0.0.1/root": "github.com/distlock/locker/zookeeper",
+	} {
+		_, err := locker.Open(context.Background(), scheme)
+		if !errors.Is(err, locker.ErrInvalidURL) || !strings.Contains(err.Error(), `import _ "`+pkg+`"`) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidURL naming import _ %q", scheme, err, pkg)
+		}
+	}
+}
+
+// A backend's own option is taken by that backend's constructor; left in the
+// list given to New — another backend's option — it is refused, not ignored.
+func TestNew_ForeignBackendOption_Refused(t *testing.T) {
+	_, err := memory.New(memory.NewStore(), locker.BackendOption("redis", 1))
+	if !errors.Is(err, locker.ErrInvalidOption) || !strings.Contains(err.Error(), `"redis"`) {
+		t.Fatalf("memory.New with a redis option = %v, want ErrInvalidOption naming the backend", err)
+	}
+}
+
+func TestSplitOptions(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	opts := []locker.Option{locker.WithTTL(time.Minute), locker.BackendOption("redis", "a"),
+		nil, locker.WithLogger(logger), locker.BackendOption("etcd", "x"), locker.BackendOption("redis", "b")}
+	cfg := locker.SplitOptions("redis", opts)
+	if !slices.Equal(cfg.Settings, []any{"a", "b"}) {
+		t.Errorf("Settings = %v, want [a b] in order", cfg.Settings)
+	}
+	if cfg.Logger != logger {
+		t.Error("Logger is not WithLogger's")
+	}
+	if len(cfg.Options) != 3 {
+		t.Errorf("%d options left, want 3 (TTL, logger, the etcd option)", len(cfg.Options))
+	}
+	if locker.SplitOptions("redis", nil).Logger == nil {
+		t.Error("Logger nil without WithLogger")
 	}
 }

@@ -10,13 +10,15 @@ import (
 const DefaultTTL = 15 * time.Second
 
 // MinTTL is the shortest TTL any Locker accepts: below it the drift margin
-// (DriftMargin) would leave a lease no validity at all. Backends may require
-// more (driver.TTLRounder).
+// (driver.DriftMargin) would leave a lease no validity at all. Backends may
+// require more (driver.TTLRounder).
 const MinTTL = 10 * time.Millisecond
 
-// An Option configures a Locker (given to New or Open: it then applies to every
-// lease) or one acquisition (given to Acquire, TryAcquire or Do: it overrides
-// the Locker's setting for that lease).
+// An Option configures a Locker (given to a backend's New or to Open: it then
+// applies to every lease) or one acquisition (given to Acquire, TryAcquire or
+// Do: it overrides the Locker's setting for that lease). Options that only
+// make sense for a whole Locker — WithLogger and every backend's own options
+// — are refused with ErrInvalidOption when given per call.
 type Option func(*options)
 
 type options struct {
@@ -25,11 +27,19 @@ type options struct {
 	owner       string
 	namespace   string
 	logger      *slog.Logger
-	err         error // the first invalid option, reported by the call using them
+	backend     []backendSetting // backend options, for the backend's constructor
+	lockerWide  string           // the last Locker-wide option seen, for the per-call check
+	err         error            // the first invalid option, reported by the call using them
+}
+
+// backendSetting is one backend's own option (BackendOption).
+type backendSetting struct {
+	backend string
+	setting any
 }
 
 func defaultOptions() options {
-	return options{ttl: DefaultTTL}
+	return options{ttl: DefaultTTL, autoRefresh: true}
 }
 
 func (o *options) apply(opts []Option) {
@@ -59,8 +69,10 @@ func WithTTL(d time.Duration) Option {
 	}
 }
 
-// WithAutoRefresh makes the lease refresh itself in the background, at a third
-// of its TTL, until it is released or lost (default off; Do turns it on).
+// WithAutoRefresh sets whether a lease refreshes itself in the background, at
+// a third of its TTL, until it is released, lost or its Locker closed
+// (default on, as etcd sessions and Redisson's watchdog do). With it off, a
+// lease ends at its Deadline unless the holder calls Refresh.
 func WithAutoRefresh(on bool) Option {
 	return func(o *options) { o.autoRefresh = on }
 }
@@ -97,7 +109,77 @@ func WithNamespace(prefix string) Option {
 }
 
 // WithLogger sets where the Locker logs what it does in the background
-// (refresh failures, clean-up after loss). Logging is off by default.
+// (refresh failures, clean-up after loss), its backend's background work and
+// the engine client it creates from a URL included. Logging is off by
+// default. It is a Locker-wide option: refused per call.
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) { o.logger = l }
+	return func(o *options) { o.logger, o.lockerWide = l, "WithLogger" }
+}
+
+// BackendOption makes an Option that carries a setting of one backend's own,
+// such as redis.WithPrefix, so that a backend's New takes one list of
+// options. It is for backend packages, which define their options with it
+// and take them out with SplitOptions. A backend option is Locker-wide:
+// given per call, or to a Locker of another backend, it is refused with
+// ErrInvalidOption.
+func BackendOption(backend string, setting any) Option {
+	return func(o *options) {
+		o.backend = append(o.backend, backendSetting{backend, setting})
+		o.lockerWide = backend + " option"
+	}
+}
+
+// BackendConfig is what a backend's constructor takes out of its options
+// (SplitOptions).
+type BackendConfig struct {
+	// Settings are the backend's own settings (BackendOption), in order.
+	Settings []any
+	// Logger is WithLogger's logger, or one that discards: never nil.
+	Logger *slog.Logger
+	// Options are all other options, to pass on to New.
+	Options []Option
+}
+
+// SplitOptions takes the settings of backend out of opts, for a backend's
+// constructor. Options of other backends stay in Options, where New refuses
+// them.
+func SplitOptions(backend string, opts []Option) BackendConfig {
+	cfg := BackendConfig{Logger: discard}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		var one options
+		opt(&one)
+		if len(one.backend) == 1 && one.backend[0].backend == backend {
+			cfg.Settings = append(cfg.Settings, one.backend[0].setting)
+			continue
+		}
+		if one.logger != nil {
+			cfg.Logger = one.logger
+		}
+		cfg.Options = append(cfg.Options, opt)
+	}
+	return cfg
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+// perCall applies options given to one call over the Locker's, refusing the
+// Locker-wide ones.
+func (o *options) perCall(opts []Option) {
+	var own options
+	own.apply(opts)
+	if own.lockerWide != "" {
+		o.invalid("%s is a Locker-wide option: give it to New or Open, not to a call", own.lockerWide)
+	}
+	o.apply(opts)
+}
+
+// foreign reports a backend option left over after the backend's constructor
+// took its own (SplitOptions).
+func (o *options) foreign(name string) {
+	for _, s := range o.backend {
+		o.invalid("an option of backend %q given to a %s Locker", s.backend, name)
+	}
 }

@@ -14,7 +14,7 @@ func init() {
 	addIf[Crasher]("Crash_HolderDies_OtherAcquiresWithinTTL", "Crasher", testCrash)
 	add("PausedHolder_LosesLease_StaleReleaseAndWriteRefused", testPausedHolder)
 	add("Refresh_KeepsLeaseAliveForThreeTTLs", testRefresh)
-	add("AutoRefresh_KeepsLeaseAliveForThreeTTLs", testAutoRefresh)
+	add("AutoRefresh_ByDefault_KeepsLeaseAliveForThreeTTLs", testAutoRefresh)
 	add("Do_RefreshesAndReleases", testDo)
 	add("Do_LeaseLost_CancelsContext", testDoLost)
 	addIf[Crasher]("Do_ClientCrashes_CancelsContext", "Crasher", testDoCrash)
@@ -47,7 +47,7 @@ func testPausedHolder(t *testing.T, s *suite) {
 	k := key(t, "k")
 	guard := fencing.NewMemory()
 
-	old := s.tryAcquire(t, a, k, locker.WithTTL(s.ttl))
+	old := s.tryAcquire(t, a, k, locker.WithTTL(s.ttl), locker.WithAutoRefresh(false)) // paused: no refresh
 	if err := guard.Admit(s.ctx(t, s.opTimeout()), k, old.Token()); err != nil {
 		t.Fatalf("guard refused the first holder: %v", err)
 	}
@@ -120,7 +120,7 @@ func (s *suite) holdFor(t *testing.T, lease locker.Lease, other locker.Locker, r
 
 func testRefresh(t *testing.T, s *suite) {
 	a, b := s.locker(t), s.locker(t)
-	lease := s.tryAcquire(t, a, key(t, "k"), locker.WithTTL(s.ttl))
+	lease := s.tryAcquire(t, a, key(t, "k"), locker.WithTTL(s.ttl), locker.WithAutoRefresh(false))
 	first := lease.Deadline()
 	s.holdFor(t, lease, b, func() error { return lease.Refresh(s.ctx(t, s.opTimeout())) })
 	if !lease.Deadline().After(first) {
@@ -129,9 +129,14 @@ func testRefresh(t *testing.T, s *suite) {
 	s.release(t, lease)
 }
 
+// testAutoRefresh: a lease refreshes itself unless told not to; held for
+// three TTLs without any call, it stays valid and its key stays locked.
 func testAutoRefresh(t *testing.T, s *suite) {
 	a, b := s.locker(t), s.locker(t)
-	lease := s.tryAcquire(t, a, key(t, "k"), locker.WithTTL(s.ttl), locker.WithAutoRefresh(true))
+	lease := s.tryAcquire(t, a, key(t, "k"), locker.WithTTL(s.ttl))
+	if got := locker.GrantedTTL(lease); got < s.ttl {
+		t.Fatalf("GrantedTTL = %v, want at least the TTL asked for, %v", got, s.ttl)
+	}
 	s.holdFor(t, lease, b, nil)
 	s.release(t, lease)
 }

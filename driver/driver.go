@@ -44,6 +44,15 @@ func NewOwnerID() OwnerID {
 // String returns the id as 32 lower-case hexadecimal digits.
 func (id OwnerID) String() string { return hex.EncodeToString(id[:]) }
 
+// DriftMargin returns how much earlier than Start+TTL the portable layer sets
+// a lease's local deadline: 1% of the TTL plus 2 ms, for clock-rate
+// differences between client and server and the scheduling delay of the
+// timer itself (Redlock's rule). A backend that computes a validity of its
+// own (Redlock) subtracts the same margin.
+func DriftMargin(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
 // Request describes one acquisition. The portable layer fills it in and has
 // already validated it: the key is valid, the TTL is positive and has been
 // through TTLRounder if the backend implements it.

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap"
 )
 
-func init() { locker.Register(Scheme, open) }
+func init() { locker.Register(Scheme, locker.BackendOpener(open)) }
 
 // DefaultPort is the client port assumed for a host given without one.
 const DefaultPort = "2379"

@@ -42,7 +42,7 @@ import (
 // Scheme is the URL scheme this package registers.
 const Scheme = "memory"
 
-func init() { locker.Register(Scheme, open) }
+func init() { locker.Register(Scheme, locker.BackendOpener(open)) }
 
 var named = struct {
 	sync.Mutex
@@ -80,10 +80,14 @@ func open(_ context.Context, u *url.URL) (driver.Backend, error) {
 	return newBackend(Named(u.Hostname())), nil
 }
 
-// New returns a Locker over store (a new private Store when store is nil).
+// New returns a Locker over store: the Store plays the part a server client
+// plays for the other backends. A nil store is the process-wide default
+// Store, the one memory:// opens, so that a program moved from a URL to a
+// constructor keeps excluding the same Lockers; NewStore makes a private one.
+// The package has no options of its own.
 func New(store *Store, opts ...locker.Option) (locker.Locker, error) {
 	if store == nil {
-		store = NewStore()
+		store = Named("")
 	}
 	return locker.New(newBackend(store), opts...)
 }

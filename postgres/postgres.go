@@ -33,8 +33,8 @@ const DefaultMaxConns = 16
 var ErrPoolExhausted = errors.New("postgres: every pool connection is pinned by a held or waiting lock")
 
 func init() {
-	locker.Register(Scheme, open)
-	locker.Register("postgresql", open)
+	locker.Register(Scheme, locker.BackendOpener(open))
+	locker.Register("postgresql", locker.BackendOpener(open))
 }
 
 // Config names the database objects of a Locker. The zero value uses

@@ -193,7 +193,7 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waite
 		// before the lock counts means every later majority reads a fence
 		// at least this high, so its own token is larger.
 		fenced := r.raiseFences(ctx, res, n, val, token, timeout)
-		validity := req.TTL - time.Since(start) - locker.DriftMargin(req.TTL)
+		validity := req.TTL - time.Since(start) - driver.DriftMargin(req.TTL)
 		if fenced >= r.quorum && validity > 0 {
 			return &rlock{r: r, n: n, val: val, token: uint64(token), start: start, ttl: req.TTL}, verdict{}, nil
 		}
@@ -485,7 +485,7 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 	})
 	switch {
-	case ok >= l.r.quorum && time.Since(start) < ttl-locker.DriftMargin(ttl):
+	case ok >= l.r.quorum && time.Since(start) < ttl-driver.DriftMargin(ttl):
 		return nil
 	case ok >= l.r.quorum:
 		return fmt.Errorf("redlock: refresh took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), ttl)

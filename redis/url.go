@@ -22,9 +22,9 @@ const (
 )
 
 func init() {
-	locker.Register(Scheme, open)
-	locker.Register(SchemeTLS, open)
-	locker.Register(SchemeRedlock, open)
+	locker.Register(Scheme, locker.BackendOpener(open))
+	locker.Register(SchemeTLS, locker.BackendOpener(open))
+	locker.Register(SchemeRedlock, locker.BackendOpener(open))
 }
 
 // open makes a backend from a URL of one of the forms the package doc lists.

@@ -13,7 +13,7 @@ import (
 	"github.com/distlock/locker/driver"
 )
 
-func init() { locker.Register(Scheme, open) }
+func init() { locker.Register(Scheme, locker.BackendOpener(open)) }
 
 // open is the Opener of the "zookeeper" scheme; see the package doc, "URLs".
 func open(ctx context.Context, u *url.URL) (driver.Backend, error) {

@@ -1,0 +1,174 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+)
+
+// The promises that make backends swappable by URL: the same error for the
+// same situation, and no small built-in limit a user must configure away.
+
+func init() {
+	add("TryAcquire_Contended_OnlyErrLocked", testTryAcquireContended)
+	add("OneLocker_HoldsManyLocks", testManyHeld)
+	add("Options_LockerWideRefusedPerCall", testLockerWidePerCall)
+}
+
+// HeldLimiter is an optional Harness capability: the most locks one Locker of
+// the harness can hold at once (PostgreSQL's FOR UPDATE mode holds a
+// connection per lock). Without it the suite holds manyHeld locks.
+type HeldLimiter interface{ MaxHeld() int }
+
+// manyHeld is how many locks one Locker must be able to hold at once.
+const manyHeld = 1000
+
+// testTryAcquireContended: clients race for a free key, round after round.
+// Whoever does not win is told ErrLocked — never ErrUnavailable, which would
+// page someone for ordinary contention (a Redlock round whose votes split).
+func testTryAcquireContended(t *testing.T, s *suite) {
+	const clients, rounds = 6, 5
+	lockers := make([]locker.Locker, clients)
+	for i := range lockers {
+		lockers[i] = s.locker(t)
+	}
+	for round := range rounds {
+		k := key(t, fmt.Sprintf("round-%d", round))
+		var (
+			wg      sync.WaitGroup
+			winners atomic.Int32
+			mu      sync.Mutex
+			won     []locker.Lease
+			bad     []error
+		)
+		start := make(chan struct{})
+		for _, l := range lockers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				lease, err := l.TryAcquire(s.ctx(t, s.opTimeout()), k)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					winners.Add(1)
+					won = append(won, lease)
+				case !errors.Is(err, locker.ErrLocked) || errors.Is(err, locker.ErrUnavailable):
+					bad = append(bad, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for _, lease := range won {
+			s.release(t, lease)
+		}
+		if len(bad) > 0 {
+			t.Fatalf("round %d: a TryAcquire that lost the race returned %v, want ErrLocked only", round, bad[0])
+		}
+		if winners.Load() > 1 {
+			t.Fatalf("round %d: %d clients got the same free key at once", round, winners.Load())
+		}
+	}
+}
+
+// testManyHeld: one Locker holds many distinct locks at once, each
+// refreshing itself, with no option a user must set; another client finds
+// them locked; all are released.
+func testManyHeld(t *testing.T, s *suite) {
+	n := manyHeld
+	if hl, ok := s.h.(HeldLimiter); ok && hl.MaxHeld() < n {
+		n = hl.MaxHeld()
+	}
+	a, b := s.locker(t), s.locker(t)
+	keys := make([]string, n)
+	leases := make([]locker.Lease, n)
+	for i := range keys {
+		keys[i] = key(t, fmt.Sprint(i))
+	}
+	// A few acquisitions in flight at a time, as a busy service would make.
+	const parallel = 16
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		first atomic.Pointer[error]
+	)
+	ctx := s.ctx(t, s.opTimeout()*time.Duration(1+n/100))
+	for range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || first.Load() != nil {
+					return
+				}
+				lease, err := a.TryAcquire(ctx, keys[i])
+				if err != nil {
+					err = fmt.Errorf("lock %d of %d: %w", i+1, n, err)
+					first.CompareAndSwap(nil, &err)
+					return
+				}
+				leases[i] = lease
+			}
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, lease := range leases {
+			if lease != nil {
+				_ = lease.Release(s.ctx(t, s.opTimeout()))
+			}
+		}
+	}()
+	if errp := first.Load(); errp != nil {
+		t.Fatalf("one Locker holding many locks: %v", *errp)
+	}
+	for _, i := range []int{0, n / 2, n - 1} {
+		if lease, err := b.TryAcquire(s.ctx(t, s.opTimeout()), keys[i]); !errors.Is(err, locker.ErrLocked) {
+			if lease != nil {
+				_ = lease.Release(s.ctx(t, s.opTimeout()))
+			}
+			t.Fatalf("lock %d of %d: another client's TryAcquire = %v, want ErrLocked", i+1, n, err)
+		}
+	}
+	for i, lease := range leases {
+		if err := lease.Err(); err != nil {
+			t.Fatalf("lock %d of %d ended while held: %v", i+1, n, err)
+		}
+	}
+}
+
+// testLockerWidePerCall: an option that configures a whole Locker is refused
+// when given to one call, rather than silently ignored.
+func testLockerWidePerCall(t *testing.T, s *suite) {
+	l := s.locker(t)
+	k := key(t, "k")
+	bad := map[string]locker.Option{
+		"WithLogger":       locker.WithLogger(slog.Default()),
+		"another's option": locker.BackendOption("no-such-backend", 1),
+	}
+	for name, opt := range bad {
+		for op, call := range map[string]func(context.Context) (locker.Lease, error){
+			"TryAcquire": func(ctx context.Context) (locker.Lease, error) { return l.TryAcquire(ctx, k, opt) },
+			"Acquire":    func(ctx context.Context) (locker.Lease, error) { return l.Acquire(ctx, k, opt) },
+		} {
+			lease, err := call(s.ctx(t, s.opTimeout()))
+			if !errors.Is(err, locker.ErrInvalidOption) {
+				if lease != nil {
+					_ = lease.Release(s.ctx(t, s.opTimeout()))
+				}
+				t.Errorf("%s with %s per call = %v, want ErrInvalidOption", op, name, err)
+			}
+		}
+	}
+	s.release(t, s.tryAcquire(t, l, k))
+}
