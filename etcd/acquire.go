@@ -227,9 +227,11 @@ func (b *backend) createFailed(ctx context.Context, own *ownKey, err error) {
 // closes (revoking the lease).
 func (b *backend) remove(ctx context.Context, own *ownKey, rev int64) {
 	ctx = context.WithoutCancel(ctx)
-	if b.deleteOwn(ctx, own, rev) == nil {
+	err := b.deleteOwn(ctx, own, rev)
+	if err == nil {
 		return
 	}
+	b.log.Debug("etcd: clean-up of a key failed; retrying in the background", "key", own.name, "err", err)
 	b.background(func(bctx context.Context) {
 		backoff := newBackoff()
 		for {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
-	"github.com/distlock/locker/etcd"
 	"github.com/distlock/locker/fencing"
 	"github.com/distlock/locker/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -137,7 +136,7 @@ func TestEtcd_ClientPartitioned_LosesLease_StaleWriteRefused(t *testing.T) {
 	key := "partitioned"
 	a := mustLocker(t, h, []string{proxy.Addr()})
 	b := mustLocker(t, h, nil)
-	guard := etcd.NewGuard(h.newClient(t), h.prefix+"fence/")
+	guard := newGuard(t, h.newClient(t), h.prefix+"fence/")
 
 	old, err := a.TryAcquire(ctxFor(t, 10*time.Second), key, locker.WithTTL(ttl), locker.WithAutoRefresh(true))
 	if err != nil {

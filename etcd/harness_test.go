@@ -90,7 +90,17 @@ func (h *harness) newLocker(t testing.TB, endpoints []string, opts ...locker.Opt
 // newLockerOn returns a Locker over cli, with the harness's prefix and a
 // request timeout short enough for fault tests.
 func newLockerOn(h *harness, cli *clientv3.Client, opts ...locker.Option) (locker.Locker, error) {
-	return etcd.NewWithConfig(cli, etcd.Config{Prefix: h.prefix, RequestTimeout: 2 * time.Second}, opts...)
+	return etcd.New(cli, append([]locker.Option{etcd.WithPrefix(h.prefix), etcd.WithRequestTimeout(2 * time.Second)}, opts...)...)
+}
+
+// newGuard returns a Guard over cli with its records under prefix.
+func newGuard(t testing.TB, cli *clientv3.Client, prefix string) *etcd.Guard {
+	t.Helper()
+	g, err := etcd.NewGuard(cli, etcd.WithGuardPrefix(prefix))
+	if err != nil {
+		t.Fatalf("NewGuard: %v", err)
+	}
+	return g
 }
 
 // TTL implements conformance.Harness: two whole seconds (etcd's shortest lock

@@ -65,11 +65,16 @@ func tombstoneKey(prefix, name string) string {
 
 // normalizePrefix checks a Locker's key prefix and ends it with '/'.
 func normalizePrefix(prefix string) (string, error) {
+	return checkPrefix(prefix, DefaultPrefix)
+}
+
+// checkPrefix checks a key prefix (def if empty) and ends it with '/'.
+func checkPrefix(prefix, def string) (string, error) {
 	if prefix == "" {
-		prefix = DefaultPrefix
+		prefix = def
 	}
 	if strings.IndexByte(prefix, 0) >= 0 {
-		return "", fmt.Errorf("%w: etcd: prefix %q contains NUL, which ends a lock's key range", locker.ErrInvalidOption, prefix)
+		return "", fmt.Errorf("%w: etcd: prefix %q contains NUL", locker.ErrInvalidOption, prefix)
 	}
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"

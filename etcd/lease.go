@@ -180,6 +180,9 @@ func (s *sharedLease) die(cause error) {
 		delete(s.b.leases, s.ttl)
 	}
 	s.b.mu.Unlock()
+	if !errors.Is(cause, locker.ErrClosed) {
+		s.b.log.Warn("etcd: shared lease lost", "lease", int64(s.id), "ttl", s.ttl, "locks", len(users), "cause", cause)
+	}
 	for _, l := range users {
 		if l.lost != nil {
 			l.lost(cause)
@@ -217,6 +220,7 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		default:
+			s.b.log.Debug("etcd: lease renewal failed", "lease", int64(s.id), "err", err)
 			s.mu.Lock()
 			stale := time.Since(s.renewed) >= s.leaseTTL
 			s.mu.Unlock()

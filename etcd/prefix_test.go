@@ -13,7 +13,7 @@ import (
 // under prefix instead of the harness's own.
 func lockerWithPrefix(t *testing.T, h *harness, prefix string) locker.Locker {
 	t.Helper()
-	l, err := etcd.NewWithConfig(h.newClient(t), etcd.Config{Prefix: prefix, RequestTimeout: 2 * time.Second})
+	l, err := etcd.New(h.newClient(t), etcd.WithPrefix(prefix), etcd.WithRequestTimeout(2*time.Second))
 	if err != nil {
 		t.Fatalf("new locker with prefix %q: %v", prefix, err)
 	}

@@ -25,8 +25,12 @@ func TestParseURL_Valid(t *testing.T) {
 	if c.client.Username != "alice" || c.client.Password != "s3cret" {
 		t.Errorf("credentials %q/%q", c.client.Username, c.client.Password)
 	}
-	if c.cfg.Prefix != "app/locks" || c.cfg.RequestTimeout != 2*time.Second || c.client.DialTimeout != 3*time.Second {
-		t.Errorf("prefix %q, request timeout %v, dial timeout %v", c.cfg.Prefix, c.cfg.RequestTimeout, c.client.DialTimeout)
+	bc, err := splitOptions(c.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc.prefix != "app/locks/" || bc.requestTimeout != 2*time.Second || c.client.DialTimeout != 3*time.Second {
+		t.Errorf("prefix %q, request timeout %v, dial timeout %v", bc.prefix, bc.requestTimeout, c.client.DialTimeout)
 	}
 	if c.client.TLS != nil {
 		t.Error("TLS set without being asked for")
@@ -55,6 +59,7 @@ func TestParseURL_Malformed_NamesThePart(t *testing.T) {
 		"etcd://h1/?cert_file=/x":         "cert_file and key_file",
 		"etcd://h1/?ca_file=/nonexistent": "ca_file",
 		"etcd://:pw@h1/":                  "user name",
+		"etcd://h1/a%00b":                 "NUL",
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
