@@ -61,7 +61,7 @@ func TestEtcd_LeaderKilled_WaitersAcquireInTokenOrderWithinTTLPlusElection(t *te
 	key := "leader-killed"
 	res := &fencedResource{guard: fencing.NewMemory()}
 
-	holder, err := mustLocker(t, h, c.Addrs()).TryAcquire(ctxFor(t, 10*time.Second), key, locker.WithTTL(ttl))
+	holder, err := mustLocker(t, h, c.Addrs()).TryAcquire(ctxFor(t, 10*time.Second), key, locker.WithTTL(ttl), locker.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
