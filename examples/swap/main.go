@@ -89,7 +89,7 @@ func run(ctx context.Context, url string, out io.Writer) error {
 	// writes in one step: a's late write, with its old token, is refused.
 	resource := fencing.NewMemory()
 	write := func(token uint64) error {
-		return resource.Do(ctx, key, token, func() error { return nil })
+		return resource.Write(ctx, key, token, func() error { return nil })
 	}
 	fmt.Fprintln(out, "b writes with its token, admitted:", write(second.Token()) == nil)
 	fmt.Fprintln(out, "a writes late with its old token, refused:", errors.Is(write(first.Token()), fencing.ErrStaleToken))
