@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultPrefix is the etcd key prefix under which a Locker keeps its locks
-// when neither Config.Prefix nor the URL path names one.
+// when neither WithPrefix nor the URL path names one.
 const DefaultPrefix = "locker/"
 
 // escape encodes a stored lock key (any bytes, including '/' and NUL) as a
