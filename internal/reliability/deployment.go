@@ -154,7 +154,7 @@ func etcdConnect(prefix string) func(context.Context, []string) (locker.Locker, 
 		if err != nil {
 			return nil, err
 		}
-		l, err := etcd.NewWithConfig(cli, etcd.Config{Prefix: prefix, RequestTimeout: 2 * time.Second})
+		l, err := etcd.New(cli, etcd.WithPrefix(prefix), etcd.WithRequestTimeout(2*time.Second))
 		if err != nil {
 			cli.Close()
 			return nil, err

@@ -52,7 +52,7 @@ func FuzzEtcdKeys(f *testing.F) {
 		if err != nil {
 			return nil, err
 		}
-		l, err := etcd.NewWithConfig(cli, etcd.Config{Prefix: prefix}, locker.WithTTL(time.Minute))
+		l, err := etcd.New(cli, etcd.WithPrefix(prefix), locker.WithTTL(time.Minute))
 		if err != nil {
 			cli.Close()
 			return nil, err
