@@ -92,7 +92,7 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 					return nil, fmt.Errorf("restarting the idle timer after the wait: %w", err)
 				}
 			}
-			l := &lock{b: b, conn: conn, lost: req.Lost, token: token, start: start}
+			l := &lock{b: b, conn: conn, lost: req.Lost, token: token, start: start, turn: make(chan struct{}, 1)}
 			b.track(l)
 			l.mu.Lock()
 			l.startWatch()

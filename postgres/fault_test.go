@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
@@ -355,5 +356,78 @@ func TestPostgres_PoolExhausted_TryAcquireFailsAcquireWaits(t *testing.T) {
 	}
 	if err := <-errc; err != nil {
 		t.Fatalf("Acquire after a release freed a connection: %v", err)
+	}
+}
+
+// TestPostgres_CloseDuringRefreshAndRelease_NoRaceBothReturn: Close of a
+// Locker while a Refresh and a Release of two of its leases are stuck
+// sending their statement (the socket's send buffer full, as when the
+// server stopped reading) — the root stops waiting for them after its
+// clean-up budget and closes the backend — must not touch the pinned
+// connections under the running statements: -race finds no race, both
+// calls and Close return, and the server frees both rows.
+func TestPostgres_CloseDuringRefreshAndRelease_NoRaceBothReturn(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &stallDialer{}
+	pc.ConnConfig.DialFunc = d.dial
+	pool, err := pgxpool.NewWithConfig(ctxT(t, 10*time.Second), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	far, err := postgres.New(pool, postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := newLocker(t, dsn, postgres.Config{})
+
+	k1, k2 := randomKey("close-refresh"), randomKey("close-release")
+	var leases []locker.Lease
+	for _, k := range []string{k1, k2} {
+		lease, err := far.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(time.Minute), locker.WithAutoRefresh(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, lease)
+	}
+	d.stall()
+	errs := make(chan error, 2)
+	go func() { errs <- leases[0].Refresh(ctxT(t, time.Minute)) }()
+	go func() { errs <- leases[1].Release(ctxT(t, time.Minute)) }()
+	d.waitStalled(t, 2)
+
+	closed := make(chan error, 1)
+	go func() { closed <- far.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err == nil {
+				t.Fatal("a Refresh or Release stuck at Close succeeded")
+			}
+			t.Logf("call in flight at Close: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("a Refresh or Release in flight at Close did not return")
+		}
+	}
+	for _, k := range []string{k1, k2} {
+		lease, err := near.Acquire(ctxT(t, 30*time.Second), k)
+		if err != nil {
+			t.Fatalf("Acquire %q after the closed Locker's locks: %v", k, err)
+		}
+		if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -23,10 +23,17 @@ type lock struct {
 	token uint64
 	start time.Time
 
-	mu    sync.Mutex
-	conn  *pgxpool.Conn // nil once the lock has ended
-	cause error         // why it ended without Release
-	watch *watcher
+	// turn is held by whoever runs a statement on conn (Refresh, Release)
+	// or drops it (abandon), so that Close never drops the connection under
+	// a statement in flight: it cancels that statement and waits for it.
+	turn chan struct{}
+
+	mu       sync.Mutex
+	conn     *pgxpool.Conn // nil once the lock has ended
+	cause    error         // why it ended without Release
+	watch    *watcher
+	closing  bool               // abandon has begun: no new statement starts
+	cancelOp context.CancelFunc // cancels the statement in flight, if any
 }
 
 type watcher struct {
@@ -115,10 +122,48 @@ func (l *lock) end(cause error) bool {
 	return true
 }
 
-// abandon ends the lock without a round trip (Backend.Close).
-func (l *lock) abandon(cause error) {
+// begin waits for the turn to run a statement on the connection and
+// returns the context to run it with, which abandon may cancel; done ends
+// the turn.
+func (l *lock) begin(ctx context.Context) (_ context.Context, done func(), _ error) {
+	select {
+	case l.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		<-l.turn
+		return nil, nil, fmt.Errorf("%w: %w", locker.ErrLeaseLost, errClosing)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	l.cancelOp = cancel
+	l.mu.Unlock()
+	return ctx, func() {
+		l.mu.Lock()
+		l.cancelOp = nil
+		l.mu.Unlock()
+		cancel()
+		<-l.turn
+	}, nil
+}
+
+var errClosing = errors.New("postgres: locker closed")
+
+// abandon ends the lock without a round trip (Backend.Close): it cancels a
+// statement in flight, waits for it to return, and drops the connection.
+func (l *lock) abandon() {
+	l.mu.Lock()
+	l.closing = true
+	if l.cancelOp != nil {
+		l.cancelOp()
+	}
+	l.mu.Unlock()
+	l.turn <- struct{}{}
+	defer func() { <-l.turn }()
 	if _, err := l.pause(); err == nil {
-		l.end(cause)
+		l.end(errClosing)
 	}
 }
 
@@ -127,6 +172,11 @@ func (l *lock) abandon(cause error) {
 // dropped, so the server frees the row at once (or, if it cannot be reached,
 // when its idle timer fires), and the holder is told ErrLeaseLost.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	ctx, done, err := l.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	conn, err := l.pause()
 	if err != nil {
 		return err
@@ -146,6 +196,11 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // lock, was still ours; one that fails leaves it unknown whether the server
 // had already ended it, so the caller is told ErrLeaseLost.
 func (l *lock) Release(ctx context.Context) error {
+	ctx, done, err := l.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	conn, err := l.pause()
 	if err != nil {
 		return err

@@ -258,7 +258,7 @@ func (b *backend) Close() error {
 	}
 	b.mu.Unlock()
 	for _, l := range held {
-		l.abandon(errors.New("postgres: locker closed"))
+		l.abandon()
 	}
 	if b.ownPool {
 		b.pool.Close()
