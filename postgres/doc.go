@@ -48,9 +48,11 @@
 //
 // An acquisition pins a pool connection and sends one pipelined batch (one
 // round trip): BEGIN; set_config of idle_in_transaction_session_timeout to
-// the TTL (plus lock_timeout and statement_timeout to 0, so only the
-// caller's context bounds a wait, and application_name to "locker " + the
-// WithOwner label, for inspection in pg_stat_activity); SELECT … FOR UPDATE
+// the TTL (plus lock_timeout, statement_timeout and, on PostgreSQL 17 and
+// later, transaction_timeout to 0, so that whatever the role's defaults only
+// the caller's context bounds a wait and only the TTL of silence a hold, and
+// application_name to "locker " + the WithOwner label, for inspection in
+// pg_stat_activity); SELECT … FOR UPDATE
 // on the key's row (NOWAIT for TryAcquire, whose SQLSTATE 55P03 becomes
 // locker.ErrLocked); and the fencing token. The first use of a key, or of a
 // connection, adds a few round trips once.
@@ -118,8 +120,25 @@
 // later than it was at the crash, and (2) the sequence never ran ahead of the
 // clock, i.e. on average fewer than one token per microsecond was issued
 // since the last raise — a million locks a second, far beyond what one
-// PostgreSQL server grants. A failover to a replica behaves as a restart
-// (new sessions) with the replica's clock.
+// PostgreSQL server grants.
+//
+// # Host crashes and failover
+//
+// Mutual exclusion does not survive a crash of the server's host or a
+// failover to a replica: the old holder's half-open connection sends no FIN,
+// and the new server grants the lock at once, before the old holder's
+// deadline; only the token protects the resource then. Tokens stay
+// increasing across a failover only as across a restart with the replica's
+// clock. Behind a pooler (PgBouncer) the client's connection survives a
+// failover, so neither floor check above fires by itself (the connection is
+// not new; the replica's start time is older than issued tokens). The
+// backend therefore reads the server's identity — its start time and the
+// time of the last transaction it replayed as a standby, which a promotion
+// leaves set — with every token and every refresh: a connection that meets
+// another identity raises the floor again, and a refresh that finds another
+// identity than at the grant, or the server in recovery, reports the lease
+// lost. (The system identifier cannot tell a promoted replica from its
+// primary, which share it.)
 //
 // The cost: the start-time comparison rides on the token statement, so a
 // lock on a warm connection pays no extra round trip for it (the figures of
@@ -140,7 +159,7 @@
 // default_query_exec_mode=exec in the URL. One caveat: the pooler reconnects
 // to a restarted server on its own, so the per-connection floor check does
 // not see a crash recovery that kept the postmaster's start time; the
-// per-token start-time check still covers full restarts.
+// per-token identity check still covers full restarts and promotions.
 //
 // # SQL fencing guard
 //

@@ -281,19 +281,7 @@ func TestPostgres_CancelledAcquire_LeavesNoWaiterInLockQueue(t *testing.T) {
 		_, err := b.Acquire(ctx, k, locker.WithTTL(time.Minute), locker.WithOwner("waiter"))
 		errc <- err
 	}()
-	// Wait until the waiter really is in the lock queue.
-	for {
-		var waiting bool
-		err := admin.QueryRow(ctxT(t, 10*time.Second),
-			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = 'locker waiter' AND wait_event_type = 'Lock')").Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLockWait(t, admin, "waiter")
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Acquire = %v, want context.Canceled", err)

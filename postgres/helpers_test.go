@@ -78,3 +78,25 @@ func holderPID(t testing.TB, admin *pgx.Conn, label string) int32 {
 	}
 	return pid
 }
+
+// waitForLockWait returns once the Acquire labelled owner waits in the
+// server's lock queue.
+func waitForLockWait(t *testing.T, admin *pgx.Conn, owner string) {
+	t.Helper()
+	give := time.Now().Add(30 * time.Second)
+	for {
+		if time.Now().After(give) {
+			t.Fatalf("the Acquire of %q never waited for the lock", owner)
+		}
+		var waiting bool
+		err := admin.QueryRow(ctxT(t, 10*time.Second),
+			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock')", "locker "+owner).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -22,6 +22,7 @@ type lock struct {
 	lost  func(error)
 	token uint64
 	start time.Time
+	ident serverIdent // the server's identity at the grant
 
 	// turn is held by whoever runs a statement on conn (Refresh, Release)
 	// or drops it (abandon), so that Close never drops the connection under
@@ -181,10 +182,21 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, refreshSQL, millis(ttl)); err != nil {
-		cause := fmt.Errorf("postgres: refresh: %w", err)
-		l.end(cause)
-		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, cause)
+	var id serverIdent
+	var recovering bool
+	err = conn.QueryRow(ctx, refreshSQL, millis(ttl)).Scan(nil, &id.start, &id.replayed, &recovering)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("postgres: refresh: %w", err)
+	case recovering:
+		err = errors.New("postgres: refresh: the server is in recovery (a standby): the lock cannot be held there")
+	case id != l.ident:
+		err = fmt.Errorf("postgres: refresh: the server is not the one that granted the lock (started at %d µs, replayed until %d µs; at the grant %d, %d): a failover or restart behind a pooler",
+			id.start, id.replayed, l.ident.start, l.ident.replayed)
+	}
+	if err != nil {
+		l.end(err)
+		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
 	}
 	l.resume()
 	return nil
