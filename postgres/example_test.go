@@ -16,7 +16,7 @@ import (
 // Open a Locker from a URL: the libpq URL plus table and schema.
 func Example_openFromURL() {
 	ctx := context.Background()
-	l, err := locker.Open(ctx, "postgres://app@localhost:5432/app?table=locks&schema=infra&pool_max_conns=32&ttl=30s")
+	l, err := locker.Open(ctx, "postgres://app@localhost:5432/app?table=locks&schema=infra&max_conns=32&ttl=30s")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -38,12 +38,12 @@ func ExampleGuard_AdmitTx() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	l, err := postgres.New(pool, postgres.Config{}, locker.WithTTL(10*time.Second))
+	l, err := postgres.New(pool, locker.WithTTL(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer l.Close()
-	guard, err := postgres.NewGuard(pool, postgres.GuardConfig{})
+	guard, err := postgres.NewGuard(pool)
 	if err != nil {
 		log.Fatal(err)
 	}

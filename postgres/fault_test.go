@@ -25,8 +25,8 @@ import (
 func TestPostgres_TerminatedBackend_DoneFiresOtherAcquiresStaleWriteRefused(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
 	admin := adminConn(t, dsn)
-	a, b := newLocker(t, dsn, postgres.Config{}), newLocker(t, dsn, postgres.Config{})
-	guard, err := postgres.NewGuard(newPool(t, dsn), postgres.GuardConfig{})
+	a, b := newLocker(t, dsn), newLocker(t, dsn)
+	guard, err := postgres.NewGuard(newPool(t, dsn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,13 +103,13 @@ func TestPostgres_TerminatedBackend_DoneFiresOtherAcquiresStaleWriteRefused(t *t
 // after the TTL: the lock is free with nobody releasing it.
 func TestPostgres_SilentHolder_CutOffByServerAfterTTL(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
-	h := newHarness(dsn)
+	h := newHarness(t, dsn)
 	silent, err := h.NewLocker(ctxT(t, 10*time.Second), t)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = silent.Close() })
-	other := newLocker(t, dsn, postgres.Config{})
+	other := newLocker(t, dsn)
 	admin := adminConn(t, dsn)
 
 	const ttl = time.Second
@@ -158,8 +158,8 @@ func TestPostgres_PartitionedClient_LosesLeaseByLocalDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Host = proxy.Addr()
-	far := newLocker(t, u.String(), postgres.Config{})
-	near := newLocker(t, dsn, postgres.Config{})
+	far := newLocker(t, u.String())
+	near := newLocker(t, dsn)
 
 	const ttl = time.Second
 	k := randomKey("partition")
@@ -204,7 +204,7 @@ func TestPostgres_PartitionedClient_LosesLeaseByLocalDeadline(t *testing.T) {
 func TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T) {
 	srv := testenv.Postgres(t)
 	dsn := testenv.PostgresDB(t)
-	before := newLocker(t, dsn, postgres.Config{})
+	before := newLocker(t, dsn)
 
 	var keys []string
 	var maxBefore uint64
@@ -246,7 +246,7 @@ func TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T)
 	t.Logf("largest token before the kill %d; sequence after the restart, before any lock: %d (%s)",
 		maxBefore, seqAfter, map[bool]string{true: "went back: the floor is what saves the day", false: "kept"}[uint64(seqAfter) < maxBefore])
 
-	after := newLocker(t, dsn, postgres.Config{})
+	after := newLocker(t, dsn)
 	for i, k := range append(keys, randomKey("kill-new"), randomKey("kill-new")) {
 		lease, err := after.Acquire(ctxT(t, 30*time.Second), k, locker.WithTTL(time.Minute))
 		if err != nil {
@@ -267,7 +267,7 @@ func TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T)
 // that would be granted the lock after the holder.
 func TestPostgres_CancelledAcquire_LeavesNoWaiterInLockQueue(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
-	a, b := newLocker(t, dsn, postgres.Config{}), newLocker(t, dsn, postgres.Config{})
+	a, b := newLocker(t, dsn), newLocker(t, dsn)
 	admin := adminConn(t, dsn)
 	k := randomKey("cancel")
 	held, err := a.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(time.Minute))
@@ -307,7 +307,7 @@ func TestPostgres_PoolExhausted_TryAcquireFailsAcquireWaits(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
 	u, _ := url.Parse(dsn)
 	q := u.Query()
-	q.Set("pool_max_conns", "2")
+	q.Set("max_conns", "2")
 	u.RawQuery = q.Encode()
 	l, err := locker.Open(ctxT(t, 10*time.Second), u.String())
 	if err != nil {
@@ -367,11 +367,11 @@ func TestPostgres_CloseDuringRefreshAndRelease_NoRaceBothReturn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	far, err := postgres.New(pool, postgres.Config{})
+	far, err := postgres.New(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	near := newLocker(t, dsn, postgres.Config{})
+	near := newLocker(t, dsn)
 
 	k1, k2 := randomKey("close-refresh"), randomKey("close-release")
 	var leases []locker.Lease

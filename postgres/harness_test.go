@@ -20,18 +20,26 @@ import (
 // server noticing: the sockets stay open, so the server keeps the lock
 // transactions until their idle timeout, as it would for a frozen client.
 type harness struct {
-	dsn string
-	ttl time.Duration
+	dsn     string
+	ttl     time.Duration
+	maxHeld int
 
 	mu      sync.Mutex
 	dialers map[locker.Locker]*crashDialer
 }
 
-func newHarness(dsn string) *harness {
-	return &harness{dsn: dsn, ttl: 500 * time.Millisecond, dialers: map[locker.Locker]*crashDialer{}}
+func newHarness(t *testing.T, dsn string) *harness {
+	budget, err := postgres.DefaultBudget(ctxT(t, 30*time.Second), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{dsn: dsn, ttl: 500 * time.Millisecond, maxHeld: budget, dialers: map[locker.Locker]*crashDialer{}}
 }
 
 func (h *harness) TTL() time.Duration { return h.ttl }
+
+// MaxHeld is the default connection budget of a Locker on the test server.
+func (h *harness) MaxHeld() int { return h.maxHeld }
 
 // FIFO: waiters for a row lock queue on the tuple's heavyweight lock, which
 // PostgreSQL grants in arrival order.
@@ -42,11 +50,18 @@ func (h *harness) NewLocker(ctx context.Context, t *testing.T, opts ...locker.Op
 	if err != nil {
 		return nil, err
 	}
-	pc.MaxConns = 40
+	// The pool is larger than the budget: the default budget is what
+	// bounds the Locker (MaxHeld).
+	pc.MaxConns = 1000
 	d := &crashDialer{}
 	t.Cleanup(d.closeAll)
 	pc.ConnConfig.DialFunc = d.dial
-	l, err := postgres.NewFromConfig(pc, postgres.Config{}, opts...)
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(pool.Close)
+	l, err := postgres.New(pool, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -27,18 +27,23 @@ func randomKey(prefix string) string {
 	return prefix + "/" + hex.EncodeToString(b[:])
 }
 
-// newLocker returns a Locker with a pool of its own over dsn, closed with
-// the test.
-func newLocker(t testing.TB, dsn string, cfg postgres.Config, opts ...locker.Option) locker.Locker {
+// newLocker returns a Locker with a pool of its own (40 connections) over
+// dsn, both closed with the test.
+func newLocker(t testing.TB, dsn string, opts ...locker.Option) locker.Locker {
 	t.Helper()
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pc.MaxConns = 40
-	l, err := postgres.NewFromConfig(pc, cfg, opts...)
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
-		t.Fatalf("NewFromConfig: %v", err)
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	l, err := postgres.New(pool, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l

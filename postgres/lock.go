@@ -66,6 +66,7 @@ func (l *lock) startWatch() {
 				continue // a NOTIFY for a LISTEN of the pool's owner
 			}
 			cause := fmt.Errorf("postgres: lock session ended: %w", err)
+			l.b.log.Warn("postgres: the session holding a lock ended; lease lost", "err", err)
 			if l.end(cause) {
 				l.lost(cause)
 			}

@@ -28,7 +28,7 @@ func newTestBackend(t *testing.T) (*backend, *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	b, err := newBackend(pool, Config{}, false)
+	b, err := newBackend(pool, false, config{schema: DefaultSchema, table: DefaultTable}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/internal/testenv"
-	"github.com/distlock/locker/postgres"
 )
 
 // TestPostgres_RoleDefaultTimeouts_DoNotEndWaitOrHold: with the role's
@@ -44,7 +43,7 @@ func TestPostgres_RoleDefaultTimeouts_DoNotEndWaitOrHold(t *testing.T) {
 		t.Fatalf("statement_timeout of a new session = %q, %v; want 300ms", st, err)
 	}
 
-	a, b := newLocker(t, dsn, postgres.Config{}), newLocker(t, dsn, postgres.Config{})
+	a, b := newLocker(t, dsn), newLocker(t, dsn)
 	k := randomKey("role-timeouts")
 	held, err := a.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(10*time.Second), locker.WithAutoRefresh(true))
 	if err != nil {

@@ -232,7 +232,18 @@ func Postgres(t testing.TB) *Deployment {
 			return nil, err
 		}
 		pc.MaxConns = 8
-		return postgres.NewFromConfig(pc, postgres.Config{Table: table})
+		// Built without connecting, as the other backends' clients are:
+		// the first acquisition connects.
+		pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+		if err != nil {
+			return nil, err
+		}
+		l, err := postgres.New(pool, postgres.WithTable(table))
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		return pgLocker{l, pool}, nil
 	}
 	d.proxies(t)
 	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
@@ -254,4 +265,16 @@ func (d *Deployment) Addrs() []string {
 		a[i] = s.Addr()
 	}
 	return a
+}
+
+// pgLocker is a PostgreSQL Locker that closes its pool with itself.
+type pgLocker struct {
+	locker.Locker
+	pool *pgxpool.Pool
+}
+
+func (l pgLocker) Close() error {
+	err := l.Locker.Close()
+	l.pool.Close()
+	return err
 }
