@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker/driver"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // cleanupTimeout bounds the background work done on a lease's behalf after it
@@ -23,6 +24,7 @@ type client struct {
 	opts    options
 	rounder driver.TTLRounder
 	log     *slog.Logger
+	tel     *telemetry
 
 	// ctx is cancelled by Close: it stops in-flight acquisitions and the
 	// background work of every lease.
@@ -55,6 +57,11 @@ func New(b driver.Backend, opts ...Option) (Locker, error) {
 	if _, err := c.roundTTL(o.ttl); err != nil {
 		return nil, fmt.Errorf("%s: new: %w", c.name, err)
 	}
+	tel, err := newTelemetry(c.name, &o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: new: %w: OpenTelemetry instruments: %w", c.name, ErrInvalidOption, err)
+	}
+	c.tel = tel
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -79,11 +86,29 @@ func (c *client) roundTTL(ttl time.Duration) (time.Duration, error) {
 }
 
 func (c *client) Acquire(ctx context.Context, key string, opts ...Option) (Lease, error) {
-	return c.acquire(ctx, "acquire", key, opts, c.b.Acquire, lateGrantAttempts)
+	return c.instrumented(ctx, 0, key, opts, c.b.Acquire, lateGrantAttempts)
 }
 
 func (c *client) TryAcquire(ctx context.Context, key string, opts ...Option) (Lease, error) {
-	return c.acquire(ctx, "try-acquire", key, opts, c.b.TryAcquire, 1)
+	return c.instrumented(ctx, 1, key, opts, c.b.TryAcquire, 1)
+}
+
+// spanNames are the span names of ops (telemetry.go).
+var spanNames = [len(ops)]string{"locker.Acquire", "locker.TryAcquire"}
+
+// instrumented runs acquire (op: an index into ops) in a span and records
+// its duration and outcome.
+func (c *client) instrumented(ctx context.Context, op int, key string, opts []Option, do acquireFunc, attempts int) (Lease, error) {
+	start := time.Now()
+	ctx, span := c.tel.start(ctx, spanNames[op], key)
+	l, err := c.acquire(ctx, ops[op], key, opts, do, attempts)
+	c.tel.acquired(ctx, op, key, start, err)
+	var token uint64
+	if err == nil {
+		token = l.Token()
+	}
+	c.tel.end(span, err, token)
+	return l, err
 }
 
 // lateGrantAttempts bounds the grants a blocking Acquire may receive after
@@ -142,6 +167,9 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 		if !errors.Is(err, errLateGrant) || attempt >= attempts || actx.Err() != nil {
 			return nil, &opError{c.name, op, key, err}
 		}
+		trace.SpanFromContext(ctx).AddEvent("late grant given back")
+		c.log.LogAttrs(ctx, slog.LevelInfo, "locker: a grant arrived after its own deadline; given back, waiting again",
+			slog.String("backend", c.name), slog.String("key", key), slog.Uint64("token", dl.Token()))
 	}
 }
 

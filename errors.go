@@ -33,12 +33,15 @@ var (
 	// ErrUnavailable: the backend could not be reached or answered with an
 	// error. It is never used for a lock held by someone else.
 	ErrUnavailable = errors.New("locker: backend unavailable")
+	// ErrUnsupported: the backend lacks an optional ability (inspection,
+	// say).
+	ErrUnsupported = errors.New("locker: not supported by this backend")
 )
 
 // contractErrors are the sentinels a backend may return as they are.
 var contractErrors = []error{
 	ErrLocked, ErrLeaseLost, ErrReleased, ErrClosed,
-	ErrInvalidKey, ErrInvalidOption, ErrInvalidURL, ErrUnavailable,
+	ErrInvalidKey, ErrInvalidOption, ErrInvalidURL, ErrUnavailable, ErrUnsupported,
 }
 
 // opError is the one place backend errors are turned into contract errors.

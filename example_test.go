@@ -84,7 +84,10 @@ func ExampleDo() {
 }
 
 // A fencing guard at the resource refuses a write from a holder whose lease
-// ran out while it was paused, after a newer holder has written.
+// ran out while it was paused, after a newer holder has written. The guard
+// checks the token and applies the write in one step (Write): an Admit
+// followed by a separate write would let the newer holder's write land in
+// between and be overwritten.
 func ExampleLease_Token_fencing() {
 	ctx := context.Background()
 	l, err := locker.Open(ctx, "memory://example-fencing")
@@ -92,18 +95,29 @@ func ExampleLease_Token_fencing() {
 		log.Fatal(err)
 	}
 	defer l.Close()
-	guard := fencing.NewMemory() // in production: in the store itself
+	// In production the guard lives with the resource: sqlguard in its
+	// database, or the Redis, etcd, ZooKeeper or PostgreSQL guard.
+	guard := fencing.NewMemory()
+	balance := 100
+	withdraw := func(lease locker.Lease, amount int) error {
+		return guard.Write(ctx, "account/42", lease.Token(), func() error {
+			balance -= amount // runs only if the token is admitted
+			return nil
+		})
+	}
 
-	old, _ := l.Acquire(ctx, "account/42", locker.WithTTL(50*time.Millisecond))
+	old, _ := l.Acquire(ctx, "account/42", locker.WithTTL(50*time.Millisecond), locker.WithAutoRefresh(false))
 	<-old.Done() // the holder "pauses" past its TTL; the lease ends
 
 	cur, _ := l.Acquire(ctx, "account/42")
 	defer cur.Release(ctx)
-	fmt.Println("current holder writes:", guard.Admit(ctx, "account/42", cur.Token()))
+	fmt.Println("current holder withdraws:", withdraw(cur, 30))
 
-	err = guard.Admit(ctx, "account/42", old.Token()) // the paused holder wakes up
+	err = withdraw(old, 30) // the paused holder wakes up
 	fmt.Println("stale write refused:", errors.Is(err, fencing.ErrStaleToken))
+	fmt.Println("balance:", balance)
 	// Output:
-	// current holder writes: <nil>
+	// current holder withdraws: <nil>
 	// stale write refused: true
+	// balance: 70
 }

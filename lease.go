@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ type lease struct {
 	state       leaseState
 	err         error
 	deadline    time.Time
+	granted     time.Time // when start ran, for the hold-time metric
 	timer       *time.Timer
 	stopRefresh chan struct{}
 	pendingLoss error // a loss the backend reported before start
@@ -89,6 +91,8 @@ func (l *lease) start(dl driver.Lock) error {
 		return fmt.Errorf("%w: %w (TTL %v too short for this backend's latency)", ErrLeaseLost, errLateGrant, l.ttl)
 	}
 	l.state = held
+	l.granted = time.Now()
+	l.c.tel.granted()
 	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
 	if l.autoRefresh {
 		l.stopRefresh = make(chan struct{})
@@ -101,12 +105,21 @@ func (l *lease) start(dl driver.Lock) error {
 // end moves a held lease to its final state; it reports whether it did. The
 // caller holds l.mu and must call c.forget(l) after unlocking when it did.
 // A lost lease keeps its timer: at the local deadline it has the backend
-// expire the entry (expire), whatever ended it.
-func (l *lease) end(state leaseState, err error) bool {
+// expire the entry (expire), whatever ended it. cause (an index into causes)
+// says why a lost lease was lost, for the metrics.
+func (l *lease) end(state leaseState, err error, cause int) bool {
 	if l.state != held {
 		return false
 	}
 	l.state, l.err = state, err
+	switch {
+	case state == released:
+		l.c.tel.ended(l.key, l.granted, 0, cause)
+	case causes[cause] == causeClosed:
+		l.c.tel.ended(l.key, l.granted, 2, cause)
+	default:
+		l.c.tel.ended(l.key, l.granted, 1, cause)
+	}
 	if state != lost {
 		l.timer.Stop()
 	}
@@ -118,14 +131,34 @@ func (l *lease) end(state leaseState, err error) bool {
 }
 
 // endWith ends the lease from outside l.mu.
-func (l *lease) endWith(state leaseState, err error) bool {
+func (l *lease) endWith(state leaseState, err error, cause int) bool {
 	l.mu.Lock()
-	ended := l.end(state, err)
+	ended := l.end(state, err, cause)
 	l.mu.Unlock()
 	if ended {
 		l.c.forget(l)
+		if state == lost {
+			l.logLoss(cause, err)
+		}
 	}
 	return ended
+}
+
+// logLoss logs the loss of the lease, outside l.mu: at warning level, but
+// for a Locker closing with leases held (debug), which its owner asked for.
+func (l *lease) logLoss(cause int, err error) {
+	level := slog.LevelWarn
+	if cause == iClosed {
+		level = slog.LevelDebug
+	}
+	l.c.log.LogAttrs(context.Background(), level, "locker: lease lost", l.logAttrs(
+		slog.String("cause", causes[cause]), slog.Any("err", err))...)
+}
+
+// logAttrs are the attributes of every log record about the lease.
+func (l *lease) logAttrs(more ...slog.Attr) []slog.Attr {
+	return append([]slog.Attr{slog.String("backend", l.c.name), slog.String("key", l.key),
+		slog.Uint64("token", l.token)}, more...)
 }
 
 // errLateGrant says a lock was granted after its own deadline had passed.
@@ -147,7 +180,7 @@ func (l *lease) lost(cause error) {
 		return
 	}
 	l.mu.Unlock()
-	l.lose(cause)
+	l.lose(cause, iBackend)
 }
 
 // lose ends a held lease as lost and has its entry removed from the backend:
@@ -156,8 +189,8 @@ func (l *lease) lost(cause error) {
 // the owner, and — should that fail on an unreachable backend — expired when
 // the local deadline passes (expire), so the lock is free for others within
 // the TTL rather than when the holder calls Release or closes the Locker.
-func (l *lease) lose(cause error) {
-	if l.endWith(lost, lostBecause(cause)) {
+func (l *lease) lose(cause error, why int) {
+	if l.endWith(lost, lostBecause(cause), why) {
 		l.c.background(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 			defer cancel()
@@ -179,15 +212,17 @@ func (l *lease) expire() {
 			l.mu.Unlock()
 			return
 		}
-		ended = l.end(lost, lostBecause(errors.New("deadline passed without a successful refresh")))
+		ended = l.end(lost, lostBecause(errors.New("deadline passed without a successful refresh")), iDeadline)
 	case l.state != lost || l.expired:
 		l.mu.Unlock()
 		return
 	}
 	l.expired = true
+	err := l.err
 	l.mu.Unlock()
 	if ended {
 		l.c.forget(l)
+		l.logLoss(iDeadline, err)
 	}
 	if x, ok := l.dl.(driver.Expirer); ok {
 		l.c.background(func(ctx context.Context) {
@@ -224,10 +259,14 @@ func (l *lease) Refresh(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
+	ctx, span := l.c.tel.start(ctx, "locker.Refresh", l.key)
 	sent := time.Now()
-	if err := l.dl.Refresh(ctx, l.ttl); err != nil {
+	err := l.dl.Refresh(ctx, l.ttl)
+	l.c.tel.refreshed(ctx, l.key, sent, err)
+	l.c.tel.end(span, err, l.token)
+	if err != nil {
 		// Failed or ambiguous: the holder can no longer be sure it holds.
-		l.lose(wrapError(ctx, l.c.name, "refresh", l.key, err))
+		l.lose(wrapError(ctx, l.c.name, "refresh", l.key, err), iRefresh)
 		return l.Err()
 	}
 	l.mu.Lock()
@@ -266,13 +305,15 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 
+	ctx, span := l.c.tel.start(ctx, "locker.Release", l.key)
 	err := l.dl.Release(ctx)
+	l.c.tel.end(span, err, l.token)
 	switch {
 	case err == nil:
-		l.endWith(released, ErrReleased)
+		l.endWith(released, ErrReleased, 0)
 		return nil
 	case errors.Is(err, ErrLeaseLost):
-		l.endWith(lost, lostBecause(wrapError(ctx, l.c.name, "release", l.key, err)))
+		l.endWith(lost, lostBecause(wrapError(ctx, l.c.name, "release", l.key, err)), iRelease)
 		return l.Err()
 	default:
 		// Unknown outcome: the lease stays as it was, so the caller may try
@@ -285,7 +326,7 @@ func (l *lease) Release(ctx context.Context) error {
 // releases the entry, and the backend closes after it, so the timer that
 // would call Expire is stopped.
 func (l *lease) closeLocker() {
-	l.endWith(lost, lostBecause(ErrClosed))
+	l.endWith(lost, lostBecause(ErrClosed), iClosed)
 	l.mu.Lock()
 	l.timer.Stop()
 	l.mu.Unlock()
@@ -303,8 +344,12 @@ func (l *lease) cleanup(ctx context.Context) {
 	cleanup := l.state == lost && !l.cleaned
 	l.cleaned = true
 	l.mu.Unlock()
-	if cleanup {
-		_ = l.dl.Release(ctx)
+	if !cleanup {
+		return
+	}
+	if err := l.dl.Release(ctx); err != nil && !errors.Is(err, ErrLeaseLost) {
+		l.c.log.LogAttrs(ctx, slog.LevelInfo, "locker: could not remove a lost lease's entry; the backend expires it",
+			l.logAttrs(slog.Any("err", err))...)
 	}
 }
 
@@ -326,8 +371,7 @@ func (l *lease) refreshLoop(stop <-chan struct{}) {
 		err := l.Refresh(ctx)
 		cancel()
 		if err != nil {
-			l.c.log.Warn("locker: automatic refresh failed; lease lost", "backend", l.c.name, "key", l.key, "err", err)
-			return
+			return // the loss is logged where the lease ended
 		}
 		t.Reset(interval)
 	}

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultTTL is the lease time to live when no WithTTL option is given.
@@ -28,8 +31,13 @@ type options struct {
 	namespace   string
 	logger      *slog.Logger
 	backend     []backendSetting // backend options, for the backend's constructor
-	lockerWide  string           // the last Locker-wide option seen, for the per-call check
-	err         error            // the first invalid option, reported by the call using them
+
+	meterProvider  metric.MeterProvider
+	tracerProvider trace.TracerProvider
+	keyAttr        bool
+
+	lockerWide string // the last Locker-wide option seen, for the per-call check
+	err        error  // the first invalid option, reported by the call using them
 }
 
 // backendSetting is one backend's own option (BackendOption).
@@ -116,6 +124,27 @@ func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger, o.lockerWide = l, "WithLogger" }
 }
 
+// WithMeterProvider sets where the Locker reports its metrics (default: the
+// global provider, otel.GetMeterProvider, which does nothing until the
+// application installs an SDK). README.md lists the instruments. It is a
+// Locker-wide option.
+func WithMeterProvider(p metric.MeterProvider) Option {
+	return func(o *options) { o.meterProvider, o.lockerWide = p, "WithMeterProvider" }
+}
+
+// WithTracerProvider sets where the Locker reports its spans (default: the
+// global provider, otel.GetTracerProvider). It is a Locker-wide option.
+func WithTracerProvider(p trace.TracerProvider) Option {
+	return func(o *options) { o.tracerProvider, o.lockerWide = p, "WithTracerProvider" }
+}
+
+// WithKeyAttribute adds the key as an attribute (locker.key) to every
+// metric and span (default off: one time series per key can be too many).
+// It is a Locker-wide option.
+func WithKeyAttribute(on bool) Option {
+	return func(o *options) { o.keyAttr, o.lockerWide = on, "WithKeyAttribute" }
+}
+
 // BackendOption makes an Option that carries a setting of one backend's own,
 // such as redis.WithPrefix, so that a backend's New takes one list of
 // options. It is for backend packages, which define their options with it
@@ -168,6 +197,9 @@ var discard = slog.New(slog.DiscardHandler)
 // perCall applies options given to one call over the Locker's, refusing the
 // Locker-wide ones.
 func (o *options) perCall(opts []Option) {
+	if len(opts) == 0 {
+		return
+	}
 	var own options
 	own.apply(opts)
 	if own.lockerWide != "" {

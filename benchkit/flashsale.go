@@ -109,7 +109,7 @@ func flashSale(ctx context.Context, c *Config, sub *Subject, key string, p *Prog
 	// can run out before its first read on a loaded machine).
 	read := func(ctx context.Context, token uint64) (int64, error) {
 		var s int64
-		err := guard.Do(ctx, stockResource, token, func() error { s = inv.stock.Load(); return nil })
+		err := guard.Write(ctx, stockResource, token, func() error { s = inv.stock.Load(); return nil })
 		if errors.Is(err, fencing.ErrStaleToken) {
 			refused.Add(1)
 			return 0, nil
@@ -118,7 +118,7 @@ func flashSale(ctx context.Context, c *Config, sub *Subject, key string, p *Prog
 	}
 	write := func(ctx context.Context, token uint64, s int64) error {
 		runtime.Gosched() // the same gap between read and write as the control run
-		err := guard.Do(ctx, stockResource, token, func() error {
+		err := guard.Write(ctx, stockResource, token, func() error {
 			inv.stock.Store(s - 1)
 			inv.sold.Add(1)
 			return nil

@@ -15,8 +15,8 @@ import (
 
 func init() {
 	add("MutualExclusion_ManyClients_CounterExactTokensIncrease", testContention)
-	addWhen("FIFO_WaitersAcquireInArrivalOrder", "a FIFO promise", func(h Harness) bool {
-		f, ok := h.(FIFOHarness)
+	addWhen("FIFO_WaitersAcquireInArrivalOrder", "a FIFO promise", func(s *suite) bool {
+		f, ok := s.h.(FIFOHarness)
 		return ok && f.FIFO()
 	}, testFIFO)
 }
@@ -90,7 +90,7 @@ func increment(ctx context.Context, l locker.Locker, k string, guard *fencing.Me
 	mu.Lock()
 	*tokens = append(*tokens, lease.Token())
 	mu.Unlock()
-	err = guard.Do(ctx, k, lease.Token(), func() error {
+	err = guard.Write(ctx, k, lease.Token(), func() error {
 		v := counter.Load()
 		runtime.Gosched()
 		counter.Store(v + 1)

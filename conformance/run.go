@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"testing"
 	"time"
 
@@ -27,11 +28,14 @@ func Run(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("harness: NewLocker: %v", err)
 	}
+	// Optional abilities of the backend itself are probed once.
+	_, err = locker.Inspect(ctx, l, "conformance/probe")
+	s.inspects = !errors.Is(err, locker.ErrUnsupported)
 	if err := l.Close(); err != nil {
 		t.Fatalf("harness: Close: %v", err)
 	}
 	for _, st := range subtests {
-		if st.needs != nil && !st.needs(h) {
+		if st.needs != nil && !st.needs(s) {
 			// Not a skip: the backend has no such ability (an in-process
 			// store cannot be unreachable), so there is nothing to test.
 			t.Logf("%s: not applicable, the harness lacks %s", st.name, st.capability)
@@ -48,7 +52,7 @@ type subtest struct {
 	name       string
 	fn         func(t *testing.T, s *suite)
 	capability string
-	needs      func(Harness) bool
+	needs      func(*suite) bool
 }
 
 // subtests lists the suite in the order it runs; each file adds its own.
@@ -59,17 +63,18 @@ func add(name string, fn func(*testing.T, *suite)) {
 }
 
 func addIf[C any](name, capability string, fn func(*testing.T, *suite)) {
-	addWhen(name, capability, func(h Harness) bool { _, ok := h.(C); return ok }, fn)
+	addWhen(name, capability, func(s *suite) bool { _, ok := s.h.(C); return ok }, fn)
 }
 
-func addWhen(name, capability string, needs func(Harness) bool, fn func(*testing.T, *suite)) {
+func addWhen(name, capability string, needs func(*suite) bool, fn func(*testing.T, *suite)) {
 	subtests = append(subtests, subtest{name: name, fn: fn, capability: capability, needs: needs})
 }
 
 type suite struct {
-	h     Harness
-	ttl   time.Duration
-	slack time.Duration
+	h        Harness
+	ttl      time.Duration
+	slack    time.Duration
+	inspects bool // the backend implements driver.Inspector
 }
 
 // opTimeout bounds any single call the suite expects to succeed.

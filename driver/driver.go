@@ -152,3 +152,40 @@ type TTLRounder interface {
 type Expirer interface {
 	Expire(ctx context.Context)
 }
+
+// LockInfo is what a backend knows of one lock, for inspection. It never
+// carries the owner id: that is the capability to release the lock.
+type LockInfo struct {
+	// Key is the stored key (as in Request.Key).
+	Key string
+	// Held reports whether the lock is held now.
+	Held bool
+	// Label is the holder's label (Request.Label).
+	Label string
+	// Token is the holder's fencing token.
+	Token uint64
+	// Granted is when the lock was granted, on the server's clock; zero
+	// where the engine does not record it.
+	Granted time.Time
+	// TTL is the time left before the server frees the lock unless it is
+	// refreshed; negative where the engine does not say.
+	TTL time.Duration
+	// Waiters counts acquisitions queued for the lock; negative where the
+	// engine does not say.
+	Waiters int
+}
+
+// Inspector is an optional interface of a Backend that can tell who holds
+// what. If a Backend does not implement it, locker.Inspect and locker.List
+// return locker.ErrUnsupported.
+type Inspector interface {
+	// Inspect describes the lock of a stored key; a free key is a LockInfo
+	// with Held false (and Waiters as for a held one).
+	Inspect(ctx context.Context, key string) (LockInfo, error)
+
+	// List returns held locks whose stored keys start with prefix: at most
+	// limit of them, from where cursor points ("" for the start), and the
+	// cursor of the rest ("" when there is no more). The work of one call is
+	// bounded by limit; the order of locks is the engine's.
+	List(ctx context.Context, prefix, cursor string, limit int) (locks []LockInfo, next string, err error)
+}

@@ -39,7 +39,7 @@ type fencedResource struct {
 }
 
 func (r *fencedResource) write(ctx context.Context, key string, token uint64) error {
-	return r.guard.Do(ctx, key, token, func() error {
+	return r.guard.Write(ctx, key, token, func() error {
 		if !r.inside.CompareAndSwap(0, 1) {
 			return errors.New("two holders inside the fenced resource at once")
 		}

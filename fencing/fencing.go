@@ -6,9 +6,12 @@
 // writes, another holder may have the lock. Each lease carries a token that
 // strictly increases per key; the resource remembers the highest token it has
 // admitted and refuses anything lower. The guard must sit where the write
-// happens — in the same process as the in-memory Memory guard here, or in the
-// store itself for the Redis, etcd, ZooKeeper and SQL guards that live with
-// those backends — so that the check and the write are one atomic step.
+// happens — in the same process as the in-memory Memory guard here, in the
+// store itself for the Redis, etcd, ZooKeeper and PostgreSQL guards that live
+// with those backends, or in any PostgreSQL or SQLite database through
+// database/sql (package fencing/sqlguard) — so that the check and the write
+// are one atomic step: every guard's Write admits a token and applies a write
+// together.
 package fencing
 
 import (
@@ -42,14 +45,15 @@ func NewMemory() *Memory { return &Memory{} }
 
 // Admit implements Guard.
 func (m *Memory) Admit(ctx context.Context, resource string, token uint64) error {
-	return m.Do(ctx, resource, token, nil)
+	return m.Write(ctx, resource, token, nil)
 }
 
-// Do admits token for resource and, if admitted, runs write while still
+// Write admits token for resource and, if admitted, runs fn while still
 // holding the guard, so that no operation with a lower token can slip in
-// between the check and the write. A token of 0 is never issued by a lock and
+// between the check and the write. It is the atomic admit-and-write every
+// guard offers under this name. A token of 0 is never issued by a lock and
 // is refused.
-func (m *Memory) Do(ctx context.Context, resource string, token uint64, write func() error) error {
+func (m *Memory) Write(ctx context.Context, resource string, token uint64, fn func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -62,8 +66,8 @@ func (m *Memory) Do(ctx context.Context, resource string, token uint64, write fu
 		return fmt.Errorf("%w: resource %q: token %d, already admitted %d", ErrStaleToken, resource, token, h)
 	}
 	m.highest[resource] = token
-	if write != nil {
-		return write()
+	if fn != nil {
+		return fn()
 	}
 	return nil
 }

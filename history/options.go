@@ -67,7 +67,9 @@ type Options struct {
 	// CheckTimeout bounds the linearizability check of each key's history.
 	// A check that runs out of it counts as unknown, never as passed.
 	CheckTimeout time.Duration
-	// LockerOptions are given to every acquisition (WithTTL is added).
+	// LockerOptions are given to every acquisition (WithTTL is added, and
+	// automatic refresh is off unless they turn it on: clients refresh as
+	// operations of the history).
 	LockerOptions []locker.Option
 }
 

@@ -49,7 +49,11 @@ func Run(ctx context.Context, newLocker NewLocker, opts Options) (*Result, error
 	var id [6]byte
 	_, _ = rand.Read(id[:]) // never fails (Go 1.24+)
 	r := &runner{o: o, keys: keyNames(hex.EncodeToString(id[:]), o.Keys), res: newResource(o.Guard)}
-	r.lockOpts = append(append([]locker.Option(nil), o.LockerOptions...), locker.WithTTL(o.TTL))
+	// Refreshes are operations of the history, made by the clients
+	// themselves: a lease that refreshed itself in the background would
+	// never run out during a pause.
+	r.lockOpts = append([]locker.Option{locker.WithAutoRefresh(false)}, o.LockerOptions...)
+	r.lockOpts = append(r.lockOpts, locker.WithTTL(o.TTL))
 	r.start = time.Now()
 	r.faults = &Faults{start: r.start}
 
@@ -341,7 +345,7 @@ func (r *runner) release(ctx context.Context, id int, h *held) {
 // liveness checks, with a fresh client, that every key can be acquired
 // within the bound; the acquisitions join the history (as one more client).
 func (r *runner) liveness(ctx context.Context, newLocker NewLocker) error {
-	l, err := newLocker(ctx)
+	l, err := r.livenessClient(ctx, newLocker)
 	if err != nil {
 		return fmt.Errorf("history: new locker for the liveness check: %w", err)
 	}
@@ -368,6 +372,28 @@ func (r *runner) liveness(ctx context.Context, newLocker NewLocker) error {
 		r.release(ctx, id, h)
 	}
 	return nil
+}
+
+// livenessClient makes the liveness check's client within the liveness
+// bound, trying again after a failure: just after the faults heal a cluster
+// may still be electing a leader or taking sessions back, and "live within
+// the bound" covers reconnecting as it covers acquiring.
+func (r *runner) livenessClient(ctx context.Context, newLocker NewLocker) (locker.Locker, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.o.Liveness)
+	defer cancel()
+	pause := 50 * time.Millisecond
+	for {
+		l, err := newLocker(ctx)
+		if err == nil {
+			return l, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("not made within %v: %w", r.o.Liveness, err)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // check runs every check on the recorded history.

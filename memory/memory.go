@@ -92,6 +92,24 @@ func New(store *Store, opts ...locker.Option) (locker.Locker, error) {
 	return locker.New(newBackend(store), opts...)
 }
 
+// Inspect implements driver.Inspector.
+func (b *backend) Inspect(ctx context.Context, key string) (driver.LockInfo, error) {
+	if err := b.check(ctx); err != nil {
+		return driver.LockInfo{}, err
+	}
+	return b.store.info(key), nil
+}
+
+// List implements driver.Inspector, in key order; the cursor is the last
+// key listed.
+func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.LockInfo, string, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, "", err
+	}
+	locks, next := b.store.list(prefix, cursor, limit)
+	return locks, next, nil
+}
+
 // errDisconnected is what a killed backend answers (a test hook standing for a
 // crashed client: its locks stay on the Store until their TTL).
 var errDisconnected = errors.New("memory: client disconnected")

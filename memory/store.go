@@ -2,6 +2,8 @@ package memory
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,11 +169,12 @@ func (s *Store) release(key string, h *holding) error {
 	return nil
 }
 
-// Holder describes who holds a key, for inspection.
+// Holder describes who holds a key, for inspection. It does not carry the
+// owner id: that is the capability to release the lock.
 type Holder struct {
-	Owner   string    // the lease's owner id, hexadecimal
 	Label   string    // the WithOwner label
 	Token   uint64    // the fencing token
+	Granted time.Time // when the store granted the lock
 	Expires time.Time // when the store frees the lock unless refreshed
 	Waiters int       // acquisitions queued behind the holder
 }
@@ -181,12 +184,55 @@ type Holder struct {
 func (s *Store) Holder(key string) (Holder, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.holderLocked(key)
+}
+
+func (s *Store) holderLocked(key string) (Holder, bool) {
 	ks := s.keys[key]
 	if ks == nil || ks.holder == nil {
 		return Holder{}, false
 	}
 	h := ks.holder
-	return Holder{Owner: h.owner.String(), Label: h.label, Token: h.token, Expires: h.expires, Waiters: len(ks.waiters)}, true
+	return Holder{Label: h.label, Token: h.token, Granted: h.start, Expires: h.expires, Waiters: len(ks.waiters)}, true
+}
+
+// info describes a stored key for driver.Inspector.
+func (s *Store) info(key string) driver.LockInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.infoLocked(key)
+}
+
+func (s *Store) infoLocked(key string) driver.LockInfo {
+	h, ok := s.holderLocked(key)
+	if !ok {
+		return driver.LockInfo{Key: key}
+	}
+	return driver.LockInfo{Key: key, Held: true, Label: h.Label, Token: h.Token, Granted: h.Granted,
+		TTL: time.Until(h.Expires), Waiters: h.Waiters}
+}
+
+// list returns up to limit held keys starting with prefix, in key order,
+// after the key cursor.
+func (s *Store) list(prefix, cursor string, limit int) ([]driver.LockInfo, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []string
+	for k, ks := range s.keys {
+		if ks.holder != nil && strings.HasPrefix(k, prefix) && k > cursor {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	next := ""
+	if len(keys) > limit {
+		keys, next = keys[:limit], keys[limit-1]
+	}
+	out := make([]driver.LockInfo, len(keys))
+	for i, k := range keys {
+		out[i] = s.infoLocked(k)
+	}
+	return out, next
 }
 
 // pending reports how many keys have state (held or waited for): a test

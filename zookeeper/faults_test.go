@@ -374,7 +374,7 @@ func TestEnsemble_LeaderKilled_TokensIncrease_FencedWritesNeverOverlap(t *testin
 			if err != nil {
 				continue // failover: the backend may be unavailable for a while
 			}
-			err = guard.Do(ctx, "res", lease.Token(), func() error {
+			err = guard.Write(ctx, "res", lease.Token(), func() error {
 				// The write itself: fenced, so never two at once even if a
 				// lease ended early during the failover.
 				if inside.Add(1) > 1 {

@@ -5,6 +5,8 @@
 //
 //	lockctl run [flags] URL KEY -- COMMAND [ARGS...]
 //	lockctl bench [--backend URL]... [flags]
+//	lockctl inspect [--json] [--watch] URL KEY
+//	lockctl list [--json] [--watch] URL [PREFIX]
 //	lockctl help [COMMAND]
 //
 // The backend is chosen by URL (memory://, redis://…, etcd://…, zookeeper://…,
@@ -69,6 +71,14 @@
 // seconds. The comparison with the peer libraries (redsync, redislock,
 // concurrency.Mutex, zk.Lock, pg_advisory_lock) is the bench module, in
 // bench/ at the repository root, so that this module never depends on them.
+//
+// # lockctl inspect, lockctl list
+//
+// Inspect shows who holds KEY — owner label, fencing token, grant time, time
+// left, waiters, as far as the backend records them — and exits 0 when it is
+// held, 3 when it is free. List shows every lock held under PREFIX. Both
+// print an aligned table, or JSON with --json; --watch redraws every second
+// until interrupted, a live view of holders and waiters.
 //
 // # Exit status
 //
@@ -162,6 +172,10 @@ func (a *app) main(ctx context.Context, args []string) int {
 		return a.run(ctx, rest)
 	case "bench":
 		return a.bench(ctx, rest)
+	case "inspect":
+		return a.inspect(ctx, rest)
+	case "list":
+		return a.list(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
 			switch rest[0] {
@@ -169,6 +183,10 @@ func (a *app) main(ctx context.Context, args []string) int {
 				return a.run(ctx, []string{"-h"})
 			case "bench":
 				return a.bench(ctx, []string{"-h"})
+			case "inspect":
+				return a.inspect(ctx, []string{"-h"})
+			case "list":
+				return a.list(ctx, []string{"-h"})
 			}
 		}
 		a.usage(a.stdout)
@@ -188,6 +206,10 @@ Usage:
                       run COMMAND while holding the lock KEY on the backend at URL
   lockctl bench [--backend URL]... [flags]
                       benchmark backends (memory:// by default)
+  lockctl inspect [--json] [--watch] URL KEY
+                      show who holds KEY (exit 0 held, 3 free)
+  lockctl list [--json] [--watch] URL [PREFIX]
+                      list the locks held under PREFIX
   lockctl help COMMAND
                       show the flags of a command
 
