@@ -133,6 +133,10 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 				return nil, fmt.Errorf("inserting the key's row: %w", err)
 			}
 		case belowFloor:
+			if ident != st.ident {
+				b.log.Warn("postgres: the server changed under a pooled connection (a restart or a failover behind a pooler); raising the token floor",
+					"started_us", ident.start, "replayed_us", ident.replayed)
+			}
 			if err := rollback(ctx, conn.Conn()); err != nil {
 				return nil, err
 			}

@@ -66,7 +66,8 @@ func (l *lock) startWatch() {
 				continue // a NOTIFY for a LISTEN of the pool's owner
 			}
 			cause := fmt.Errorf("postgres: lock session ended: %w", err)
-			l.b.log.Warn("postgres: the session holding a lock ended; lease lost", "err", err)
+			// The root logs the loss with its cause; this says which way.
+			l.b.log.Debug("postgres: the session holding a lock ended", "err", err)
 			if l.end(cause) {
 				l.lost(cause)
 			}
