@@ -17,6 +17,7 @@ import (
 // SQLSTATE codes the backend tells apart.
 const (
 	codeLockNotAvailable = "55P03" // FOR UPDATE NOWAIT found the row locked
+	codeUndefinedObject  = "42704" // e.g. an unrecognized run-time parameter at connect
 )
 
 // cancelTimeout bounds the cancel request that takes a cancelled Acquire out

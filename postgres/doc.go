@@ -8,7 +8,8 @@
 // New takes a *pgxpool.Pool the caller keeps owning. Open (schemes postgres
 // and postgresql) takes the libpq URL pgx accepts, connects once, and makes
 // a pool the Locker closes; locker's ttl, namespace and owner parameters
-// apply, these are this package's options, and the rest goes to pgx:
+// apply, these are this package's options, the rest goes to pgx, and one
+// that neither pgx nor the server knows is locker.ErrInvalidURL:
 //
 //	parameter             option                  default
 //	schema                WithSchema              public

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/locker"
@@ -96,6 +97,12 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 	// read the connection budget before sizing the pool.
 	conn, err := pgx.ConnectConfig(ctx, pc.ConnConfig)
 	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == codeUndefinedObject {
+			// A query parameter nobody knows went to the server as a
+			// run-time setting: "unrecognized configuration parameter".
+			return nil, fmt.Errorf("%w: postgres: query parameter: %s", locker.ErrInvalidURL, pgErr.Message)
+		}
 		return nil, fmt.Errorf("postgres: connecting: %w", err)
 	}
 	avail, err := availableConns(ctx, conn)
