@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 	"github.com/distlock/locker/memory"
 	"github.com/distlock/locker/postgres"
 	"github.com/distlock/locker/redis"
-	"github.com/distlock/locker/zookeeper"
+	_ "github.com/distlock/locker/zookeeper" // registers zookeeper://
 )
 
 // Slots is how many clients of a run get a path of their own to the
@@ -187,7 +188,7 @@ func zkConnect(root string, ttl time.Duration) func(context.Context, []string) (
 	return func(ctx context.Context, addrs []string) (locker.Locker, error) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return zookeeper.Dial(ctx, addrs, zookeeper.Config{Root: root, SessionTimeout: ttl}, locker.WithTTL(ttl))
+		return locker.Open(ctx, "zookeeper://"+strings.Join(addrs, ",")+root+"?session_timeout="+ttl.String())
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/postgres"
 	"github.com/distlock/locker/redis"
-	"github.com/distlock/locker/zookeeper"
+	_ "github.com/distlock/locker/zookeeper" // registers zookeeper://
 )
 
 // Key-encoding fuzzing, one target per backend, through a live server: each
@@ -68,7 +68,7 @@ func FuzzZooKeeperKeys(f *testing.F) {
 	fuzzKeys(f, func() (locker.Locker, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return zookeeper.Dial(ctx, []string{addr}, zookeeper.Config{Root: root, SessionTimeout: 10 * time.Second}, locker.WithTTL(10*time.Second))
+		return locker.Open(ctx, "zookeeper://"+addr+root+"?session_timeout=10s")
 	})
 }
 
