@@ -111,6 +111,11 @@ func redisConnect(prefix string, redlock bool) func(context.Context, []string) (
 			}
 			cs[i] = goredis.NewClient(o)
 		}
+		closeAll := func() {
+			for _, c := range cs {
+				_ = c.Close()
+			}
+		}
 		var l locker.Locker
 		var err error
 		if redlock {
@@ -119,13 +124,10 @@ func redisConnect(prefix string, redlock bool) func(context.Context, []string) (
 			l, err = redis.New(cs[0], redis.WithPrefix(prefix))
 		}
 		if err != nil {
-			for _, c := range cs {
-				c.Close()
-			}
+			closeAll()
 			return nil, err
 		}
-		l = closingClients{l, cs}
-		return l, err
+		return closing{l, closeAll}, nil
 	}
 }
 
@@ -234,7 +236,18 @@ func Postgres(t testing.TB) *Deployment {
 			return nil, err
 		}
 		pc.MaxConns = 8
-		return postgres.NewFromConfig(pc, postgres.Config{Table: table})
+		// Built without connecting, as the other backends' clients are:
+		// the first acquisition connects.
+		pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+		if err != nil {
+			return nil, err
+		}
+		l, err := postgres.New(pool, postgres.WithTable(table))
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		return closing{l, pool.Close}, nil
 	}
 	d.proxies(t)
 	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
@@ -258,17 +271,3 @@ func (d *Deployment) Addrs() []string {
 	return a
 }
 
-// closingClients is a Locker that closes the clients it was made over when
-// it is closed: redis.New leaves them to the caller.
-type closingClients struct {
-	locker.Locker
-	cs []goredis.UniversalClient
-}
-
-func (c closingClients) Close() error {
-	err := c.Locker.Close()
-	for _, x := range c.cs {
-		_ = x.Close()
-	}
-	return err
-}

@@ -80,7 +80,16 @@ func FuzzPostgresKeys(f *testing.F) {
 			return nil, err
 		}
 		pc.MaxConns = 4
-		return postgres.NewFromConfig(pc, postgres.Config{Table: table}, locker.WithTTL(time.Minute))
+		pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+		if err != nil {
+			return nil, err
+		}
+		l, err := postgres.New(pool, postgres.WithTable(table), locker.WithTTL(time.Minute))
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		return closer{l, func() error { pool.Close(); return nil }}, nil
 	})
 }
 
