@@ -270,4 +270,3 @@ func (d *Deployment) Addrs() []string {
 	}
 	return a
 }
-
