@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
+	"github.com/distlock/locker/internal/sqlfence"
 )
 
 // ErrTokenRange is returned by a Guard for a token above the largest bigint
@@ -133,14 +132,8 @@ func (g *Guard) Write(ctx context.Context, resource string, token uint64, fn fun
 }
 
 func (g *Guard) prepare(ctx context.Context, resource string, token uint64) error {
-	switch {
-	case resource == "" || !utf8.ValidString(resource) || strings.IndexByte(resource, 0) >= 0:
-		return fmt.Errorf("%w: postgres: guard: resource %q must be non-empty UTF-8 without NUL", locker.ErrInvalidKey, resource)
-	case token == 0:
-		// No lock hands out 0: refuse it as the in-memory guard does.
-		return fmt.Errorf("%w: resource %q: token 0", fencing.ErrStaleToken, resource)
-	case token > math.MaxInt64:
-		return fmt.Errorf("%w: resource %q: token %d", ErrTokenRange, resource, token)
+	if err := sqlfence.Check("postgres: guard", resource, token, ErrTokenRange); err != nil {
+		return err
 	}
 	if g.skip {
 		return nil

@@ -5,13 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
-	"strings"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
+	"github.com/distlock/locker/internal/sqlfence"
 )
 
 // DefaultTable is the fence table's name unless WithTable says otherwise;
@@ -150,7 +148,7 @@ func (g *Guard) AdmitTx(ctx context.Context, tx *sql.Tx, resource string, token 
 	if tx == nil {
 		return fmt.Errorf("%w: sqlguard: nil *sql.Tx", locker.ErrInvalidOption)
 	}
-	if err := check(resource, token); err != nil {
+	if err := sqlfence.Check("sqlguard", resource, token, ErrTokenRange); err != nil {
 		return err
 	}
 	if g.createInTx && g.create && !g.created.Load() {
@@ -183,23 +181,10 @@ func (g *Guard) admitCreatingInTx(ctx context.Context, tx *sql.Tx, resource stri
 
 // prepare refuses what no admission may carry and creates the table once.
 func (g *Guard) prepare(ctx context.Context, resource string, token uint64) error {
-	if err := check(resource, token); err != nil {
+	if err := sqlfence.Check("sqlguard", resource, token, ErrTokenRange); err != nil {
 		return err
 	}
 	return g.createTable(ctx)
-}
-
-func check(resource string, token uint64) error {
-	switch {
-	case resource == "" || !utf8.ValidString(resource) || strings.IndexByte(resource, 0) >= 0:
-		return fmt.Errorf("%w: sqlguard: resource %q must be non-empty UTF-8 without NUL", locker.ErrInvalidKey, resource)
-	case token == 0:
-		// No lock hands out 0: refuse it as fencing.Memory does.
-		return fmt.Errorf("%w: resource %q: token 0", fencing.ErrStaleToken, resource)
-	case token > math.MaxInt64:
-		return fmt.Errorf("%w: resource %q: token %d", ErrTokenRange, resource, token)
-	}
-	return nil
 }
 
 // createTable creates the table once, unless told not to.
