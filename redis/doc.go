@@ -192,8 +192,8 @@
 //     three when the answering masters were split between contenders —
 //     then the error also wraps ErrContended — or when another owner's
 //     grants, with the silent masters, could make a majority;
-//   - an error wrapping ErrUnavailable, after one round, when more masters
-//     failed than a majority can spare (as for Acquire).
+//   - an error wrapping ErrUnavailable when more masters failed than a
+//     majority can spare, in three rounds in a row (as for Acquire).
 //
 // # Errors
 //
