@@ -23,6 +23,7 @@ type client struct {
 	name    string
 	opts    options
 	rounder driver.TTLRounder
+	permits bool // the backend implements driver.Permits
 	log     *slog.Logger
 	tel     *telemetry
 
@@ -50,6 +51,7 @@ func New(b driver.Backend, opts ...Option) (Locker, error) {
 	}
 	c := &client{b: b, name: b.Name(), opts: o, leases: map[*lease]struct{}{}}
 	c.rounder, _ = b.(driver.TTLRounder)
+	_, c.permits = b.(driver.Permits)
 	c.log = o.logger
 	if c.log == nil {
 		c.log = discard
@@ -134,6 +136,9 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 	if err != nil {
 		return nil, &opError{c.name, op, key, err}
 	}
+	if o.limit > 1 && !c.permits {
+		return nil, &opError{c.name, op, key, fmt.Errorf("%w: a limit of %d holders (WithLimit)", ErrUnsupported, o.limit)}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, &opError{c.name, op, key, err}
 	}
@@ -151,7 +156,7 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 	stored := storedKey(o.namespace, key)
 	for attempt := 1; ; attempt++ {
 		l := &lease{c: c, key: key, ttl: ttl, autoRefresh: o.autoRefresh, done: make(chan struct{})}
-		req := &driver.Request{Key: stored, Owner: driver.NewOwnerID(), Label: o.owner, TTL: ttl, Lost: l.lost}
+		req := &driver.Request{Key: stored, Owner: driver.NewOwnerID(), Label: o.owner, TTL: ttl, Limit: o.limit, Lost: l.lost}
 		dl, err := do(actx, req)
 		if err != nil {
 			if errors.Is(context.Cause(actx), ErrClosed) && ctx.Err() == nil {

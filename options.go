@@ -35,6 +35,7 @@ type options struct {
 	meterProvider  metric.MeterProvider
 	tracerProvider trace.TracerProvider
 	keyAttr        bool
+	limit          int // holders a key admits at once (WithLimit); 1 for a lock
 
 	lockerWide string // the last Locker-wide option seen, for the per-call check
 	err        error  // the first invalid option, reported by the call using them
@@ -47,7 +48,7 @@ type backendSetting struct {
 }
 
 func defaultOptions() options {
-	return options{ttl: DefaultTTL, autoRefresh: true}
+	return options{ttl: DefaultTTL, autoRefresh: true, limit: 1}
 }
 
 func (o *options) apply(opts []Option) {
@@ -122,6 +123,24 @@ func WithNamespace(prefix string) Option {
 // default. It is a Locker-wide option: refused per call.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) { o.logger, o.lockerWide = l, "WithLogger" }
+}
+
+// WithLimit makes the key an N-permit lock, a semaphore: at most n holders
+// at once, each lease a full lease of its own (TTL, refresh, Done, Release)
+// with a token unique and strictly increasing per key across all permits.
+// The limit is stored with the key while it is held or waited for: an
+// acquisition asking another limit is refused with ErrInvalidOption. n = 1
+// (the default) is a lock. A backend without permits refuses n > 1 with
+// ErrUnsupported (README.md says which have them). A fencing guard that keeps
+// the highest token does not fit n concurrent holders: see package fencing.
+func WithLimit(n int) Option {
+	return func(o *options) {
+		if n < 1 {
+			o.invalid("limit %d: a key admits at least one holder", n)
+			return
+		}
+		o.limit = n
+	}
 }
 
 // WithMeterProvider sets where the Locker reports its metrics (default: the

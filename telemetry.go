@@ -95,8 +95,8 @@ var spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)
 // telemetry holds a Locker's instruments. With the API's no-op providers
 // (no SDK installed) every call on them does nothing.
 type telemetry struct {
-	tracer  trace.Tracer
-	ownTP   bool // the tracer provider was given (WithTracerProvider)
+	tracer  trace.Tracer // WithTracerProvider's tracer
+	ownTP   bool         // the tracer provider was given (WithTracerProvider)
 	keyAttr bool
 	backend attribute.KeyValue
 
@@ -201,10 +201,17 @@ func (t *telemetry) withRecord(set attrSet, key string) []metric.RecordOption {
 // start begins the span of an operation on key; the span is nil when no
 // tracing is set up.
 func (t *telemetry) start(ctx context.Context, name, key string) (context.Context, trace.Span) {
-	if !t.ownTP && otel.GetTracerProvider() == unsetTracing {
-		return ctx, nil
+	tracer := t.tracer
+	if !t.ownTP {
+		// Follow the global provider as it is now: an application may
+		// install or replace its SDK after making the Locker.
+		tp := otel.GetTracerProvider()
+		if tp == unsetTracing {
+			return ctx, nil
+		}
+		tracer = tp.Tracer(instrumentation)
 	}
-	ctx, span := t.tracer.Start(ctx, name, spanStart...)
+	ctx, span := tracer.Start(ctx, name, spanStart...)
 	if span.IsRecording() {
 		span.SetAttributes(t.backend)
 		if t.keyAttr {

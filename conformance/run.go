@@ -31,6 +31,11 @@ func Run(t *testing.T, h Harness) {
 	// Optional abilities of the backend itself are probed once.
 	_, err = locker.Inspect(ctx, l, "conformance/probe")
 	s.inspects = !errors.Is(err, locker.ErrUnsupported)
+	probe, err := l.TryAcquire(ctx, "conformance/probe-permits", locker.WithLimit(2))
+	s.permits = !errors.Is(err, locker.ErrUnsupported)
+	if err == nil {
+		_ = probe.Release(ctx)
+	}
 	if err := l.Close(); err != nil {
 		t.Fatalf("harness: Close: %v", err)
 	}
@@ -75,6 +80,7 @@ type suite struct {
 	ttl      time.Duration
 	slack    time.Duration
 	inspects bool // the backend implements driver.Inspector
+	permits  bool // the backend implements driver.Permits
 }
 
 // opTimeout bounds any single call the suite expects to succeed.

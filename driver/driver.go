@@ -73,6 +73,14 @@ type Request struct {
 	// TTL is how long the lock lives on the server unless refreshed.
 	TTL time.Duration
 
+	// Limit is how many holders the key admits at once: 1 for a lock (the
+	// portable layer never sends less), more for an N-permit lock, only to
+	// a Backend that implements Permits. Each permit is a full lock of its
+	// own (token, refresh, release); tokens stay unique and strictly
+	// increasing per key across all its permits. A key in use with another
+	// limit is refused with an error wrapping locker.ErrInvalidOption.
+	Limit int
+
 	// Lost, when the backend learns that a granted lock has ended on the
 	// server (session expired, lease revoked, connection lost with the lock
 	// bound to it), is called with the cause. It may be called from any
@@ -152,6 +160,12 @@ type TTLRounder interface {
 type Expirer interface {
 	Expire(ctx context.Context)
 }
+
+// Permits is an optional interface of a Backend that honours
+// Request.Limit above 1 (N-permit locks, semaphores); its method is a
+// marker. If a Backend does not implement it, the portable layer refuses a
+// limit above 1 with locker.ErrUnsupported.
+type Permits interface{ Permits() }
 
 // LockInfo is what a backend knows of one lock, for inspection. It never
 // carries the owner id: that is the capability to release the lock.

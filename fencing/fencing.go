@@ -12,6 +12,13 @@
 // database/sql (package fencing/sqlguard) — so that the check and the write
 // are one atomic step: every guard's Write admits a token and applies a write
 // together.
+//
+// Permits (locker.WithLimit) hold n leases of one key at once, so a guard that
+// keeps the highest token fits only a lock (n = 1): with permits it would
+// refuse every holder but the newest. A permit's token is unique and
+// increasing per key, but no token alone can tell a live permit from an
+// expired one among n concurrent holders; guards for permits are not offered
+// yet.
 package fencing
 
 import (

@@ -145,7 +145,10 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	h, w := b.store.enqueue(req)
+	h, w, err := b.store.enqueue(req)
+	if err != nil {
+		return nil, err
+	}
 	if h != nil {
 		return &lock{b: b, key: req.Key, h: h}, nil
 	}
@@ -159,6 +162,9 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 }
 
 func (b *backend) Close() error { return nil }
+
+// Permits implements driver.Permits: a key admits Request.Limit holders.
+func (b *backend) Permits() {}
 
 type lock struct {
 	b   *backend

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -27,8 +28,9 @@ func NewStore() *Store {
 
 // keyState exists while a key is held or waited for.
 type keyState struct {
-	holder  *holding
-	waiters []*waiter // FIFO
+	limit   int        // how many holders the key admits at once (1: a lock)
+	holders []*holding // in grant order
+	waiters []*waiter  // FIFO
 }
 
 type holding struct {
@@ -49,22 +51,48 @@ type waiter struct {
 
 var errExpired = errors.New("memory: lock expired on the store")
 
-// grantLocked makes req the holder of key; s.mu is held.
+// limitOf is the number of holders req asks its key to admit.
+func limitOf(req *driver.Request) int { return max(req.Limit, 1) }
+
+// state returns the state of req's key, made if missing, or an error when
+// the key is in use with another limit.
+func (s *Store) stateLocked(req *driver.Request) (*keyState, error) {
+	ks := s.keys[req.Key]
+	if ks == nil {
+		ks = &keyState{limit: limitOf(req)}
+		s.keys[req.Key] = ks
+	}
+	if ks.limit != limitOf(req) {
+		return nil, fmt.Errorf("%w: the key admits %d holders at once, this acquisition asks for %d", locker.ErrInvalidOption, ks.limit, limitOf(req))
+	}
+	return ks, nil
+}
+
+// holds reports whether h holds a permit of ks.
+func (ks *keyState) holds(h *holding) bool { return ks != nil && slices.Contains(ks.holders, h) }
+
+// free reports whether a permit of ks is free for a newcomer: a free
+// permit with waiters is theirs (it never stays free while any wait).
+func (ks *keyState) free() bool { return len(ks.holders) < ks.limit && len(ks.waiters) == 0 }
+
+// grantLocked makes req a holder of key; s.mu is held.
 func (s *Store) grantLocked(key string, ks *keyState, req *driver.Request, now time.Time) *holding {
 	s.fence[key]++
 	h := &holding{owner: req.Owner, label: req.Label, token: s.fence[key], start: now, expires: now.Add(req.TTL), lost: req.Lost}
 	h.timer = time.AfterFunc(req.TTL, func() { s.expire(key, h) })
-	ks.holder = h
+	ks.holders = append(ks.holders, h)
 	return h
 }
 
-// freeLocked removes the holder of key and hands the lock to the first
-// waiter, if any; s.mu is held.
-func (s *Store) freeLocked(key string, ks *keyState) {
-	ks.holder.timer.Stop()
-	ks.holder = nil
+// freeLocked removes holder h of key and hands the freed permit to the
+// first waiter, if any; s.mu is held.
+func (s *Store) freeLocked(key string, ks *keyState, h *holding) {
+	h.timer.Stop()
+	ks.holders = slices.DeleteFunc(ks.holders, func(x *holding) bool { return x == h })
 	if len(ks.waiters) == 0 {
-		delete(s.keys, key)
+		if len(ks.holders) == 0 {
+			delete(s.keys, key)
+		}
 		return
 	}
 	w := ks.waiters[0]
@@ -76,48 +104,47 @@ func (s *Store) freeLocked(key string, ks *keyState) {
 func (s *Store) expire(key string, h *holding) {
 	s.mu.Lock()
 	ks := s.keys[key]
-	if ks == nil || ks.holder != h || time.Now().Before(h.expires) {
+	if !ks.holds(h) || time.Now().Before(h.expires) {
 		// Released, or refreshed after the timer fired (Reset re-armed it).
 		s.mu.Unlock()
 		return
 	}
-	s.freeLocked(key, ks)
+	s.freeLocked(key, ks, h)
 	s.mu.Unlock()
 	if h.lost != nil {
 		h.lost(errExpired)
 	}
 }
 
-// try grants key to req if it is free.
+// try grants key to req if a permit is free.
 func (s *Store) try(req *driver.Request) (*holding, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ks := s.keys[req.Key]
-	if ks == nil {
-		ks = &keyState{}
-		s.keys[req.Key] = ks
+	ks, err := s.stateLocked(req)
+	if err != nil {
+		return nil, err
 	}
-	if ks.holder != nil {
+	if !ks.free() {
 		return nil, locker.ErrLocked
 	}
 	return s.grantLocked(req.Key, ks, req, time.Now()), nil
 }
 
-// enqueue grants key to req if it is free, or queues req behind the others.
-func (s *Store) enqueue(req *driver.Request) (*holding, *waiter) {
+// enqueue grants key to req if a permit is free, or queues req behind the
+// others.
+func (s *Store) enqueue(req *driver.Request) (*holding, *waiter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ks := s.keys[req.Key]
-	if ks == nil {
-		ks = &keyState{}
-		s.keys[req.Key] = ks
+	ks, err := s.stateLocked(req)
+	if err != nil {
+		return nil, nil, err
 	}
-	if ks.holder == nil {
-		return s.grantLocked(req.Key, ks, req, time.Now()), nil
+	if ks.free() {
+		return s.grantLocked(req.Key, ks, req, time.Now()), nil, nil
 	}
 	w := &waiter{req: req, ready: make(chan struct{})}
 	ks.waiters = append(ks.waiters, w)
-	return nil, w
+	return nil, w, nil
 }
 
 // cancel takes w out of its queue. If w was granted meanwhile, the grant is
@@ -130,18 +157,13 @@ func (s *Store) cancel(key string, w *waiter) {
 		return
 	}
 	if w.grant != nil {
-		if ks.holder == w.grant {
-			s.freeLocked(key, ks)
+		if ks.holds(w.grant) {
+			s.freeLocked(key, ks, w.grant)
 		}
 		return
 	}
-	for i, x := range ks.waiters {
-		if x == w {
-			ks.waiters = append(ks.waiters[:i], ks.waiters[i+1:]...)
-			break
-		}
-	}
-	if ks.holder == nil && len(ks.waiters) == 0 {
+	ks.waiters = slices.DeleteFunc(ks.waiters, func(x *waiter) bool { return x == w })
+	if len(ks.holders) == 0 && len(ks.waiters) == 0 {
 		delete(s.keys, key)
 	}
 }
@@ -149,8 +171,7 @@ func (s *Store) cancel(key string, w *waiter) {
 func (s *Store) refresh(key string, h *holding, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ks := s.keys[key]
-	if ks == nil || ks.holder != h {
+	if !s.keys[key].holds(h) {
 		return locker.ErrLeaseLost
 	}
 	h.expires = time.Now().Add(ttl)
@@ -162,10 +183,10 @@ func (s *Store) release(key string, h *holding) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ks := s.keys[key]
-	if ks == nil || ks.holder != h {
+	if !ks.holds(h) {
 		return locker.ErrLeaseLost
 	}
-	s.freeLocked(key, ks)
+	s.freeLocked(key, ks, h)
 	return nil
 }
 
@@ -189,10 +210,10 @@ func (s *Store) Holder(key string) (Holder, bool) {
 
 func (s *Store) holderLocked(key string) (Holder, bool) {
 	ks := s.keys[key]
-	if ks == nil || ks.holder == nil {
+	if ks == nil || len(ks.holders) == 0 {
 		return Holder{}, false
 	}
-	h := ks.holder
+	h := ks.holders[0]
 	return Holder{Label: h.label, Token: h.token, Granted: h.start, Expires: h.expires, Waiters: len(ks.waiters)}, true
 }
 
@@ -219,7 +240,7 @@ func (s *Store) list(prefix, cursor string, limit int) ([]driver.LockInfo, strin
 	defer s.mu.Unlock()
 	var keys []string
 	for k, ks := range s.keys {
-		if ks.holder != nil && strings.HasPrefix(k, prefix) && k > cursor {
+		if len(ks.holders) > 0 && strings.HasPrefix(k, prefix) && k > cursor {
 			keys = append(keys, k)
 		}
 	}

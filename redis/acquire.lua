@@ -11,6 +11,8 @@
 -- ARGV[4]  the waiter id
 -- ARGV[5]  the waiter's slack in ms: its entry is stale once the holder's
 --          PTTL, plus a tenth, plus this, has passed without a new attempt
+-- ARGV[6]  instead of that, for a waiter that renews its entry by
+--          heartbeat.lua: the entry's liveness in ms (absent for Redlock)
 --
 -- An attempt that does not queue sends only KEYS[1..2] and ARGV[1..2], and
 -- touches nothing else.
@@ -34,6 +36,7 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
       -- The waiter tries again at the latest when the holder's lock expires
       -- (plus up to a tenth of jitter): until then, and a slack, it is live.
       local live = math.floor(math.max(pttl, 0) * 1.1) + tonumber(ARGV[5])
+      if ARGV[6] then live = tonumber(ARGV[6]) end
       local now = now_us()
       redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', now), waiter)
       redis.call('HSET', KEYS[4], waiter, string.format('%.0f', math.floor(now / 1000) + live))

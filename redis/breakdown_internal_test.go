@@ -26,7 +26,7 @@ func BenchmarkUncontendedBreakdown(b *testing.B) {
 	ctx := context.Background()
 	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { c.Close() })
-	be, err := newBackend(c, Config{})
+	be, err := newBackend(c, config{Prefix: DefaultPrefix})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -61,17 +61,16 @@ func connectMasters(addrs []string) []goredis.UniversalClient {
 }
 
 func (h *harness) newLocker(addrs []string, opts ...locker.Option) (locker.Locker, []goredis.UniversalClient, error) {
-	cfg := redis.Config{Prefix: h.prefix, CloseClients: true}
+	opts = append([]locker.Option{redis.WithPrefix(h.prefix), redis.CloseClients()}, opts...)
 	cs := h.connect(addrs)
 	if h.redlock {
 		// A third of the TTL rather than the default tenth: five masters in
 		// containers on a busy 2-core CI machine miss 100 ms now and then,
 		// and a release that misses its quorum fails the contention test.
-		cfg.NodeTimeout = h.ttl / 3
-		l, err := redis.NewRedlockWith(cs, cfg, opts...)
+		l, err := redis.NewRedlock(cs, append(opts, redis.WithNodeTimeout(h.ttl/3))...)
 		return l, cs, err
 	}
-	l, err := redis.NewWith(cs[0], cfg, opts...)
+	l, err := redis.New(cs[0], opts...)
 	return l, cs, err
 }
 

@@ -141,13 +141,13 @@ func TestRedis_PartitionedHolder_DoneFires_StaleWriteRefused(t *testing.T) {
 
 	cut := newSingle(t, proxy.Addr(), locker.WithTTL(ttl), locker.WithAutoRefresh(true))
 	other := newSingle(t, srv.Addr(), locker.WithTTL(ttl))
-	guard := redis.NewGuard(direct(t, srv.Addr()))
+	guard := newGuard(t, direct(t, srv.Addr()))
 
 	old, err := cut.Acquire(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := guard.Set(ctx, key, old.Token(), "from the first holder"); err != nil {
+	if err := guard.Write(ctx, key, old.Token(), "from the first holder"); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Blackhole(t)
@@ -170,11 +170,11 @@ func TestRedis_PartitionedHolder_DoneFires_StaleWriteRefused(t *testing.T) {
 	if lease.Token() <= old.Token() {
 		t.Fatalf("new holder's token %d is not above the partitioned holder's %d", lease.Token(), old.Token())
 	}
-	if err := guard.Set(ctx, key, lease.Token(), "from the second holder"); err != nil {
+	if err := guard.Write(ctx, key, lease.Token(), "from the second holder"); err != nil {
 		t.Fatal(err)
 	}
 	// The partitioned holder wakes up and writes with its old token.
-	if err := guard.Set(ctx, key, old.Token(), "stale"); !errors.Is(err, fencing.ErrStaleToken) {
+	if err := guard.Write(ctx, key, old.Token(), "stale"); !errors.Is(err, fencing.ErrStaleToken) {
 		t.Fatalf("stale write = %v, want ErrStaleToken", err)
 	}
 	if v, _, _, err := guard.Get(ctx, key); err != nil || v != "from the second holder" {
@@ -191,7 +191,7 @@ func newSingle(t testing.TB, addr string, opts ...locker.Option) locker.Locker {
 // newSingleClient returns a Locker over c, closed (with c) with t.
 func newSingleClient(t testing.TB, c goredis.UniversalClient, opts ...locker.Option) locker.Locker {
 	t.Helper()
-	l, err := redis.NewWith(c, redis.Config{CloseClients: true}, opts...)
+	l, err := redis.New(c, append([]locker.Option{redis.CloseClients()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func newSingleClient(t testing.TB, c goredis.UniversalClient, opts ...locker.Opt
 // newRedlock returns a Redlock Locker over fresh clients of addrs.
 func newRedlock(t testing.TB, addrs []string, opts ...locker.Option) locker.Locker {
 	t.Helper()
-	l, err := redis.NewRedlockWith(connectMasters(addrs), redis.Config{CloseClients: true}, opts...)
+	l, err := redis.NewRedlock(connectMasters(addrs), append([]locker.Option{redis.CloseClients()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

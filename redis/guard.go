@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
 	goredis "github.com/redis/go-redis/v9"
 )
 
 // Guard is a fencing.Guard whose state lives in Redis, for resources kept in
-// Redis: Set admits a token and writes a value in one script, so no write
+// Redis: Write admits a token and writes a value in one script, so no write
 // carrying a lower token can land between the check and the write, whatever
 // the number of writers and processes. It works on a single server, a
 // Sentinel master or a Cluster (a resource's fence and value share a slot).
@@ -19,21 +20,53 @@ import (
 // A Guard is as durable as the server's data: a restart without persistence
 // forgets the highest token and the values alike.
 type Guard struct {
-	client goredis.UniversalClient
-	prefix string
+	client   goredis.UniversalClient
+	prefix   string
+	eviction evictionCheck
 }
 
 var _ fencing.Guard = (*Guard)(nil)
 
-// NewGuard returns a Guard over client, with keys under DefaultPrefix.
-func NewGuard(client goredis.UniversalClient) *Guard {
-	return &Guard{client: client, prefix: DefaultPrefix}
+// A GuardOption configures NewGuard.
+type GuardOption func(*guardConfig)
+
+type guardConfig struct {
+	prefix         string
+	acceptEviction bool
+}
+
+// WithGuardAcceptEviction(true) lets a Guard run on a server whose
+// maxmemory-policy may evict its keys (see WithAcceptEviction): an evicted
+// fence forgets the highest token admitted.
+func WithGuardAcceptEviction(accept bool) GuardOption {
+	return func(c *guardConfig) { c.acceptEviction = accept }
+}
+
+// WithGuardPrefix starts the guard's key names with p instead of
+// DefaultPrefix. p may not contain '{' or '}'.
+func WithGuardPrefix(p string) GuardOption { return func(c *guardConfig) { c.prefix = p } }
+
+// NewGuard returns a Guard over client. The client stays the caller's.
+func NewGuard(client goredis.UniversalClient, opts ...GuardOption) (*Guard, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
+	}
+	cfg := guardConfig{prefix: DefaultPrefix}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if err := checkPrefix(cfg.prefix); err != nil {
+		return nil, err
+	}
+	return &Guard{client: client, prefix: cfg.prefix, eviction: evictionCheck{accept: cfg.acceptEviction, logger: discardLogger}}, nil
 }
 
 // guardNames are the keys of one guarded resource: the highest admitted
 // token, and the value written under the guard.
 func (g *Guard) names(resource string) (fence, val string) {
-	p := g.prefix + "guard:{" + encodeKey(resource) + "}"
+	p := g.prefix + guardSpace + "{" + encodeKey(resource) + "}"
 	return p + ":fence", p + ":value"
 }
 
@@ -44,9 +77,11 @@ func (g *Guard) Admit(ctx context.Context, resource string, token uint64) error 
 	return g.run(ctx, resource, token, false, "")
 }
 
-// Set admits token for resource and, in the same server-side step, stores
-// value as the resource's value.
-func (g *Guard) Set(ctx context.Context, resource string, token uint64, value string) error {
+// Write admits token for resource and, in the same server-side step, stores
+// value as the resource's value. A token lower than the highest admitted is
+// refused with an error wrapping fencing.ErrStaleToken, and nothing is
+// written.
+func (g *Guard) Write(ctx context.Context, resource string, token uint64, value string) error {
 	return g.run(ctx, resource, token, true, value)
 }
 
@@ -72,6 +107,9 @@ var errZeroToken = errors.New("token 0 is never issued by a lock")
 func (g *Guard) run(ctx context.Context, resource string, token uint64, write bool, value string) error {
 	if token == 0 {
 		return fmt.Errorf("%w: resource %q: %w", fencing.ErrStaleToken, resource, errZeroToken)
+	}
+	if err := g.eviction.check(ctx, g.client); err != nil {
+		return fmt.Errorf("redis guard: %q: %w", resource, err)
 	}
 	fence, val := g.names(resource)
 	w := "0"

@@ -1,7 +1,9 @@
 package redis_test
 
 import (
+	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 )
 
@@ -15,4 +17,19 @@ func closedAddr(t testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// splitDialer is a go-redis Dialer that dials first for a client's first
+// connection and rest for every later one: a test sends one connection
+// (the pool's, or the subscription's) through a proxy and not the others.
+func splitDialer(first, rest string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	var dials atomic.Int32
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		addr := rest
+		if dials.Add(1) == 1 {
+			addr = first
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
 }

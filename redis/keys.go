@@ -10,7 +10,7 @@ import (
 )
 
 // DefaultPrefix starts the name of every Redis key and channel this package
-// uses, unless Config.Prefix says otherwise.
+// uses, unless WithPrefix says otherwise.
 const DefaultPrefix = "locker:"
 
 // names are the Redis names of one lock.
@@ -60,6 +60,20 @@ func checkPrefix(p string) error {
 		return fmt.Errorf("%w: redis key prefix %q contains '{' or '}', which would change the Cluster hash tag", locker.ErrInvalidOption, p)
 	}
 	return nil
+}
+
+// guardSpace ends every Guard's key prefix: a Guard's names are its prefix,
+// guardSpace, then "{" + encoded resource + "}…".
+const guardSpace = "guard:"
+
+// checkLockerPrefix is checkPrefix for a Locker, which also keeps out of
+// the Guards' key space: a Locker prefix ending in guardSpace would name its
+// fence exactly as a Guard names its own.
+func checkLockerPrefix(p string) error {
+	if strings.HasSuffix(p, guardSpace) {
+		return fmt.Errorf("%w: redis key prefix %q ends in %q, the key space of Guards", locker.ErrInvalidOption, p, guardSpace)
+	}
+	return checkPrefix(p)
 }
 
 var errNoClient = errors.New("redis: nil client")

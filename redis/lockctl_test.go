@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +85,24 @@ func buildLockctl(t *testing.T) string {
 		t.Fatalf("go build lockctl: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// go-redis logs through a process-wide logger of its own; lockctl's error
+// for an unreachable Redis is still one line, its own.
+func TestLockctl_UnreachableRedis_OneLineError(t *testing.T) {
+	bin := buildLockctl(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "redis://"+closedAddr(t)+"/0", "job", "--", "true")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 69 {
+		t.Fatalf("lockctl run on an unreachable Redis: %v, want exit status 69", err)
+	}
+	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "lockctl: ") {
+		t.Fatalf("lockctl wrote %d lines to stderr, want its own one:\n%s", len(lines), stderr.String())
+	}
 }

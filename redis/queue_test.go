@@ -131,7 +131,7 @@ func TestRedis_HolderDiesAfterHandoff_NextWaiterFollowsItsTTL(t *testing.T) {
 	}
 	got := make(chan error, 2)
 	for i := range 2 {
-		l := newSingle(t, addr, locker.WithTTL(300*time.Millisecond))
+		l := newSingle(t, addr, locker.WithTTL(300*time.Millisecond), locker.WithAutoRefresh(false))
 		go func() {
 			// Never released: the holder "dies" with its lock held, which
 			// Redis frees at the 300 ms TTL.
@@ -213,5 +213,64 @@ func TestRedis_CancelledWaiter_LeavesNoQueueEntry(t *testing.T) {
 	}
 	if n, err := plain.Exists(ctx, q, d).Result(); err != nil || n != 0 {
 		t.Errorf("%d queue keys remain after every waiter left (%v)", n, err)
+	}
+}
+
+// The head waiter dies (here: cut off from Redis) while a holder with a
+// long TTL holds the lock; the holder releases, and the wake-up goes to the
+// dead head. The next waiter must get the lock within the waiters'
+// liveness (under a second) and a round trip, not at its fallback wait,
+// which follows the holder's 15 s TTL.
+func TestRedis_CrashedHeadWaiter_NextGetsTheLockSoon(t *testing.T) {
+	srv := testenv.Redis(t)
+	proxy := srv.Proxy(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	plain := direct(t, srv.Addr())
+	key := "crashed-head/" + testPrefix()
+	holder, err := newSingle(t, srv.Addr(), locker.WithTTL(15*time.Second)).Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The head waits through the proxy, which is then cut: it neither
+	// renews its entry, nor hears its wake-up, nor leaves.
+	head := newSingle(t, proxy.Addr())
+	headCtx, stopHead := context.WithCancel(ctx)
+	headDone := make(chan struct{})
+	go func() {
+		defer close(headDone)
+		if lease, err := head.Acquire(headCtx, key); err == nil {
+			lease.Release(ctx)
+		}
+	}()
+	defer func() { stopHead(); <-headDone }()
+	waitQueued(ctx, t, plain, key, 1)
+	next := newSingle(t, srv.Addr())
+	got := make(chan error, 1)
+	go func() {
+		lease, err := next.Acquire(ctx, key)
+		if err == nil {
+			err = lease.Release(ctx)
+		}
+		got <- err
+	}()
+	waitQueued(ctx, t, plain, key, 2)
+	proxy.Blackhole(t)
+
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	// Liveness 0.7 s + a heartbeat period 0.2 s + a round trip; 5 s is room
+	// for a loaded machine, far below the 13.5 s of the fallback wait.
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the next waiter got the lock %v after the release", time.Since(released))
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the waiter behind a dead head still waits %v after the release", time.Since(released))
 	}
 }

@@ -12,55 +12,17 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// Config holds the settings of this package that are not Locker options.
-// The zero value is the default.
-type Config struct {
-	// Prefix starts the name of every Redis key and channel the Locker uses
-	// (default DefaultPrefix). It may not contain '{' or '}'. Lockers that
-	// should exclude each other must use the same prefix.
-	Prefix string
-
-	// NodeTimeout bounds each request to one Redlock master (default: a
-	// tenth of the lease's TTL, at most 250 ms), so that a slow or dead
-	// master costs a round little of the lease's validity. Unused by New.
-	NodeTimeout time.Duration
-
-	// CloseClients makes Locker.Close close the client(s) given to the
-	// constructor. Off by default: the caller owns its clients. Open sets it
-	// for the clients it makes.
-	CloseClients bool
-
-	// allowFewMasters lets a Redlock run on 1 or 2 distinct masters (URL
-	// allow_few_masters=true); by default it needs 3.
-	allowFewMasters bool
-}
-
-func (c Config) prefix() (string, error) {
-	if c.Prefix == "" {
-		return DefaultPrefix, nil
-	}
-	return c.Prefix, checkPrefix(c.Prefix)
-}
-
 // New returns a Locker over one Redis deployment: a single server, a
 // Sentinel-managed master (goredis.NewFailoverClient) or a Cluster
-// (goredis.NewClusterClient). The options set Locker-wide defaults. The
-// client stays the caller's: Close does not close it.
+// (goredis.NewClusterClient). opts are locker's options and this package's
+// (WithPrefix, WithAcceptEviction). The client stays the caller's: Close
+// does not close it.
 //
 // go-redis ignores context deadlines unless the client was made with
 // ContextTimeoutEnabled; without it a call may outlive its context by the
 // client's read timeout. Clients made by Open have it on.
 func New(client goredis.UniversalClient, opts ...locker.Option) (locker.Locker, error) {
-	return NewWith(client, Config{}, opts...)
-}
-
-// NewWith is New with the settings of cfg.
-func NewWith(client goredis.UniversalClient, cfg Config, opts ...locker.Option) (locker.Locker, error) {
-	b, err := newBackend(client, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return locker.New(b, opts...)
+	return newLocker(opts, func(cfg config) (*backend, error) { return newBackend(client, cfg) })
 }
 
 // base is what the single and Redlock backends share.
@@ -71,11 +33,8 @@ type base struct {
 	hub     *hub
 }
 
-func newBase(cfg Config) (base, error) {
-	p, err := cfg.prefix()
-	if err != nil {
-		return base{}, err
-	}
+func newBase(cfg config) (base, error) {
+	p := cfg.Prefix
 	return base{prefix: p, wake: channelPrefix(p), wakeArg: channelPrefix(p), hub: newHub()}, nil
 }
 
@@ -95,9 +54,19 @@ func (b *base) acquireArgs(n names, val string, ttl time.Duration, waiter string
 	return []string{n.lock, n.fence, n.queue, n.deadlines}, []any{val, ttlMillis(ttl), b.wakeArg, waiter, staleAfter(ttl)}
 }
 
+// heartbeatArgs are acquire.lua's keys and arguments for a waiter that
+// renews its entry (New's): its liveness replaces the PTTL-based one.
+func (b *base) heartbeatArgs(n names, val string, ttl time.Duration, waiter string) ([]string, []any) {
+	keys, args := b.acquireArgs(n, val, ttl, waiter)
+	if waiter == "" {
+		return keys, args
+	}
+	return keys, append(args, waiterLiveness.Milliseconds())
+}
+
 // queueKeys are the keys of release.lua and leave.lua (an array: a held lock
 // keeps them, and its release slices them without allocating).
-func (n names) queueKeys() [3]string { return [3]string{n.lock, n.queue, n.deadlines} }
+func (n names) queueKeys() [4]string { return [4]string{n.lock, n.queue, n.deadlines, n.fence} }
 
 // RoundTTL implements driver.TTLRounder: PX counts whole milliseconds.
 func (b *base) RoundTTL(ttl time.Duration) (time.Duration, error) { return roundTTL(ttl) }
@@ -110,11 +79,12 @@ func value(req *driver.Request) string { return req.Owner.String() + " " + req.L
 type backend struct {
 	base
 	client      goredis.UniversalClient
+	eviction    evictionCheck
 	sub         *subscriber
 	closeClient bool
 }
 
-func newBackend(client goredis.UniversalClient, cfg Config) (*backend, error) {
+func newBackend(client goredis.UniversalClient, cfg config) (*backend, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
 	}
@@ -122,7 +92,8 @@ func newBackend(client goredis.UniversalClient, cfg Config) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{base: bs, client: client, closeClient: cfg.CloseClients}
+	b := &backend{base: bs, client: client, closeClient: cfg.CloseClients,
+		eviction: evictionCheck{accept: cfg.AcceptEviction, logger: cfg.Logger}}
 	b.sub = b.subscriber(client)
 	return b, nil
 }
@@ -133,13 +104,16 @@ func (b *backend) Name() string { return "redis" }
 // "", without queueing. It returns the lock, or the holder's remaining TTL
 // when another owner holds it.
 func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, waiter string) (driver.Lock, time.Duration, error) {
+	if err := b.eviction.check(ctx, b.client); err != nil {
+		return nil, 0, err
+	}
 	start := time.Now()
 	val := value(req)
-	keys, args := b.acquireArgs(n, val, req.TTL, waiter)
+	keys, args := b.heartbeatArgs(n, val, req.TTL, waiter)
 	ok, x, err := pair(acquireScript.Run(ctx, b.client, keys, args...).Result())
 	if err != nil {
-		if outcomeUnknown(ctx, err) {
-			b.cleanup(ctx, n, val)
+		if outcomeUnknown(err) {
+			b.cleanup(ctx, n, val, req.TTL)
 		}
 		return nil, 0, err
 	}
@@ -149,29 +123,61 @@ func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, wai
 	return &lock{b: b, keys: n.queueKeys(), val: val, token: uint64(x), start: start}, 0, nil
 }
 
-// outcomeUnknown reports whether a failed request may have run on the server:
-// the context ended or a timeout struck after it was sent. A refused
-// connection or a server error reply means it did not.
-func outcomeUnknown(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return true
+// outcomeUnknown reports whether a failed request may have run on the
+// server: every error after the request may have been sent (a timeout, the
+// context ending, EOF, a reset connection). Only a reply of the server's
+// own, and errors before sending (a failed dial, a closed client, no
+// connection free in the pool), say it did not run.
+func outcomeUnknown(err error) bool {
+	var reply goredis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &reply) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled):
+		return false // the server answered
+	case errors.As(err, &op) && op.Op == "dial", errors.Is(err, goredis.ErrClosed), errors.Is(err, goredis.ErrPoolTimeout):
+		return false
 	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	return true
 }
 
 // cleanupTimeout bounds the clean-up of an acquisition whose outcome is
-// unknown. It runs after the caller's context ended, so it has its own.
+// unknown, and the settling of a release's: they run after the caller's
+// context ended, or its request failed, so they have their own.
 const cleanupTimeout = 2 * time.Second
 
-// cleanup deletes the lock of owner value val if the request that failed did
-// take it. It is conditional on the owner, so it never touches anyone else's
-// lock.
-func (b *backend) cleanup(ctx context.Context, n names, val string) {
+// settle runs op, a request safe to repeat, until the server answers it or
+// cleanupTimeout has passed, whatever ctx says: it finishes a request
+// whose first try had an unknown outcome.
+func settle(ctx context.Context, op func(context.Context) (int64, error)) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	pause := 20 * time.Millisecond
+	for {
+		n, err := op(ctx)
+		if err == nil || !outcomeUnknown(err) && !errors.Is(err, goredis.ErrPoolTimeout) {
+			return n, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return n, err
+		}
+		pause = min(2*pause, 250*time.Millisecond)
+	}
+}
+
+// cleanup deletes the lock of owner value val if the request that failed did
+// take it, and, if the lock is free, keeps it from that request for a while
+// should it still land (min(ttl, cleanupTimeout)). It is conditional on the
+// owner, so it never touches anyone else's lock.
+func (b *backend) cleanup(ctx context.Context, n names, val string, ttl time.Duration) {
 	keys := n.queueKeys()
-	releaseScript.Run(ctx, b.client, keys[:], val, b.wakeArg)
+	guard := ttlMillis(min(ttl, cleanupTimeout))
+	_, _ = settle(ctx, func(ctx context.Context) (int64, error) {
+		return releaseScript.Run(ctx, b.client, keys[:], val, b.wakeArg, "", guard).Int64()
+	})
 }
 
 // leave takes a waiter that gives up out of the lock's queue, best effort
@@ -220,9 +226,38 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 			b.leave(ctx, b.client, n, w)
 			return nil, err
 		}
-		if err := w.wait(ctx, fallbackWait(pttl, req.TTL)); err != nil {
+		if err := b.wait(ctx, n, w, fallbackWait(pttl, req.TTL)); err != nil {
 			b.leave(ctx, b.client, n, w)
 			return nil, err
+		}
+	}
+}
+
+// wait blocks until w is woken, its fallback wait d has passed, its
+// heartbeat says to try now, or ctx ends; meanwhile it renews w's queue
+// entry every heartbeatEvery.
+func (b *backend) wait(ctx context.Context, n names, w *waiter, d time.Duration) error {
+	end := time.Now().Add(d)
+	keys := n.queueKeys()
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return nil
+		}
+		woken, err := w.waitWoken(ctx, min(left, heartbeatEvery))
+		if woken || err != nil {
+			return err
+		}
+		if time.Now().After(end) {
+			return nil
+		}
+		// A failed heartbeat is no error: the entry may go stale, and the
+		// fallback wait still ends. One later than the liveness is useless.
+		bctx, cancel := context.WithTimeout(ctx, waiterLiveness)
+		r, err := beatScript.Run(bctx, b.client, keys[:3], w.id, waiterLiveness.Milliseconds()).Int64()
+		cancel()
+		if err == nil && r != 0 {
+			return nil
 		}
 	}
 }
@@ -240,13 +275,14 @@ func (b *backend) Close() error {
 // lock is a lock held on one deployment.
 type lock struct {
 	b     *backend
-	keys  [3]string // queueKeys: keys[0] is the lock
+	keys  [4]string // queueKeys: keys[0] is the lock
 	val   string
 	token uint64
 	start time.Time
 }
 
-func (l *lock) Token() uint64    { return l.token }
+func (l *lock) Token() uint64 { return l.token }
+
 func (l *lock) Start() time.Time { return l.start }
 
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
@@ -260,8 +296,18 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
+// Release deletes the lock. It is safe to repeat (release.lua knows its own
+// release again by the token in the fence), so a release whose outcome is
+// unknown is settled by running it again.
 func (l *lock) Release(ctx context.Context) error {
-	n, err := releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg).Int64()
+	run := func(ctx context.Context) (int64, error) {
+		// The token as the fence holds it: go-redis writes it in decimal.
+		return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.token).Int64()
+	}
+	n, err := run(ctx)
+	if err != nil && outcomeUnknown(err) {
+		n, err = settle(ctx, run)
+	}
 	if err != nil {
 		return err
 	}

@@ -21,42 +21,16 @@ import (
 // NewRedlock returns a Locker that runs the Redlock algorithm over
 // independent Redis masters (not replicas of each other, not one Cluster):
 // a lock is held when a majority of them granted it within its validity.
-// It needs at least 3 distinct masters; a client given twice, or two
-// clients of one address, count as one master. Each client must honour
-// context deadlines (go-redis: ContextTimeoutEnabled), or the per-master
-// timeout could not be enforced. The clients stay the caller's: Close does
-// not close them.
+// It needs at least 3 distinct masters (WithAllowFewMasters for fewer); a
+// client given twice, or two clients of one address, count as one master.
+// Each client must honour context deadlines (go-redis:
+// ContextTimeoutEnabled), or the per-master timeout could not be enforced.
+// The clients stay the caller's: Close does not close them. opts are
+// locker's options and this package's (WithPrefix, WithNodeTimeout,
+// WithAllowFewMasters).
 func NewRedlock(clients []goredis.UniversalClient, opts ...locker.Option) (locker.Locker, error) {
-	return NewRedlockWith(clients, Config{}, opts...)
+	return newLocker(opts, func(cfg config) (*redlock, error) { return newRedlock(clients, cfg) })
 }
-
-// NewRedlockWith is NewRedlock with the settings of cfg.
-func NewRedlockWith(clients []goredis.UniversalClient, cfg Config, opts ...locker.Option) (locker.Locker, error) {
-	bc := locker.SplitOptions(Scheme, opts)
-	for _, s := range bc.Settings {
-		switch s := s.(type) {
-		case allowFewMasters:
-			cfg.allowFewMasters = bool(s)
-		default:
-			return nil, fmt.Errorf("%w: redis: %T is not an option of NewRedlock", locker.ErrInvalidOption, s)
-		}
-	}
-	b, err := newRedlock(clients, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return locker.New(b, bc.Options...)
-}
-
-// WithAllowFewMasters(true) lets NewRedlock run on 1 or 2 distinct masters
-// (URL: allow_few_masters=true). By default it needs 3: with fewer, the
-// quorum is every master, so that one master's failure stops all locking.
-func WithAllowFewMasters(allow bool) locker.Option {
-	return locker.BackendOption(Scheme, allowFewMasters(allow))
-}
-
-// allowFewMasters is the setting WithAllowFewMasters carries.
-type allowFewMasters bool
 
 // grantScript is a Redlock round that does not queue (grant.lua): it takes
 // a hint, this client's clock plus hintMargin, that the masters propose as
@@ -102,15 +76,12 @@ type redlock struct {
 	closed   bool
 }
 
-func newRedlock(clients []goredis.UniversalClient, cfg Config) (*redlock, error) {
-	if cfg.NodeTimeout < 0 {
-		return nil, fmt.Errorf("%w: redlock node timeout %v is negative", locker.ErrInvalidOption, cfg.NodeTimeout)
-	}
+func newRedlock(clients []goredis.UniversalClient, cfg config) (*redlock, error) {
 	nodes, err := distinctMasters(clients)
 	if err != nil {
 		return nil, err
 	}
-	if len(nodes) == 0 || len(nodes) < minMasters && !cfg.allowFewMasters {
+	if len(nodes) == 0 || len(nodes) < minMasters && !cfg.AllowFewMasters {
 		return nil, fmt.Errorf("%w: redlock needs at least %d distinct masters, got %d (of %d clients); fewer must be allowed explicitly (WithAllowFewMasters, URL allow_few_masters=true)",
 			locker.ErrInvalidOption, minMasters, len(nodes), len(clients))
 	}

@@ -55,11 +55,11 @@ func TestRedlock_SameMasterTwice_CountsOnce(t *testing.T) {
 		"one client twice":           {c1, c1, d},
 		"two clients of one address": {c1, c2, d},
 	} {
-		err := outcome(redis.NewRedlockWith(cs, redis.Config{Prefix: prefix}))
+		err := outcome(redis.NewRedlock(cs, redis.WithPrefix(prefix)))
 		if !errors.Is(err, locker.ErrInvalidOption) {
 			t.Errorf("%s, and a dead master: NewRedlock = %v, want ErrInvalidOption: 2 distinct masters, fewer than 3", name, err)
 		}
-		err = outcome(redis.NewRedlockWith(cs, redis.Config{Prefix: prefix}, redis.WithAllowFewMasters(true)))
+		err = outcome(redis.NewRedlock(cs, redis.WithPrefix(prefix), redis.WithAllowFewMasters(true)))
 		if !errors.Is(err, locker.ErrUnavailable) {
 			t.Errorf("%s, and a dead master, WithAllowFewMasters(true): TryAcquire = %v, want ErrUnavailable: 1 live master of 2", name, err)
 		}
@@ -95,7 +95,7 @@ func TestRedlock_SilentMaster_CostsNoMoreThanTheNodeTimeout(t *testing.T) {
 		for i, a := range addrs {
 			cs[i] = goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: ctxTimeout, MaxRetries: -1})
 		}
-		l, err := redis.NewRedlockWith(cs, redis.Config{Prefix: testPrefix(), CloseClients: true}, locker.WithTTL(ttl))
+		l, err := redis.NewRedlock(cs, redis.WithPrefix(testPrefix()), redis.CloseClients(), locker.WithTTL(ttl))
 		if err != nil {
 			for _, c := range cs {
 				c.Close()
@@ -131,7 +131,7 @@ func TestRedlock_AllMastersFrozen_NoPhantomHoldAfterResume(t *testing.T) {
 	const ttl = time.Minute // how long a phantom hold would last
 	prefix := testPrefix()
 	newLocker := func() locker.Locker {
-		l, err := redis.NewRedlockWith(connectMasters(c.Addrs()), redis.Config{Prefix: prefix, CloseClients: true}, locker.WithTTL(ttl))
+		l, err := redis.NewRedlock(connectMasters(c.Addrs()), redis.WithPrefix(prefix), redis.CloseClients(), locker.WithTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,8 +236,8 @@ func TestRedlock_MajoritiesMeetInARestartedMaster_TokensStillIncrease(t *testing
 	defer cancel()
 	prefix := testPrefix()
 	const ttl = 10 * time.Second
-	cfg := redis.Config{Prefix: prefix, CloseClients: true, NodeTimeout: 2 * time.Second}
-	l, err := redis.NewRedlockWith(connectMasters(addrs), cfg, locker.WithTTL(ttl))
+	l, err := redis.NewRedlock(connectMasters(addrs), redis.WithPrefix(prefix), redis.CloseClients(),
+		redis.WithNodeTimeout(2*time.Second), locker.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,8 +289,8 @@ func TestRedlock_Uncontended_OneRequestPerMaster(t *testing.T) {
 	c := testenv.RedisMasters(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := redis.Config{Prefix: testPrefix(), CloseClients: true, NodeTimeout: 2 * time.Second}
-	l, err := redis.NewRedlockWith(connectMasters(c.Addrs()), cfg, locker.WithAutoRefresh(false))
+	l, err := redis.NewRedlock(connectMasters(c.Addrs()), redis.WithPrefix(testPrefix()), redis.CloseClients(),
+		redis.WithNodeTimeout(2*time.Second), locker.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
 	}

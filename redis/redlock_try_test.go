@@ -56,8 +56,8 @@ func TestRedlock_TryAcquire_ContentionIsErrLocked(t *testing.T) {
 		}
 		// A generous node timeout: a loaded machine must not turn a live
 		// master into a silent one and change the case under test.
-		cfg := redis.Config{Prefix: prefix, CloseClients: true, NodeTimeout: 2 * time.Second}
-		l, err := redis.NewRedlockWith(connectMasters(as), cfg, locker.WithTTL(ttl))
+		l, err := redis.NewRedlock(connectMasters(as), redis.WithPrefix(prefix), redis.CloseClients(),
+			redis.WithNodeTimeout(2*time.Second), locker.WithTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}

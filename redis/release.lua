@@ -4,18 +4,37 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the waiter queue
 -- KEYS[3]  the waiters' deadlines
+-- KEYS[4]  the fence key
 -- ARGV[1]  the owner value
 -- ARGV[2]  the wake-up channel prefix, or "" to release without waking
 --          anyone (the undo of a failed Redlock round: nobody waited for it)
+-- ARGV[3]  the lease's token in decimal, or "" (absent for Redlock)
+-- ARGV[4]  for the clean-up of an acquire whose outcome is unknown: how
+--          long, in ms, a lock found free is kept from that acquire, should
+--          it still land (absent otherwise)
 --
 -- Returns 1 when released, 0 when the lock is gone or held by another owner.
 -- The fence key is left alone on purpose: it must outlive the lock, or the
 -- next holder's token could repeat this one.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if ARGV[2] ~= '' then
     wake_head(KEYS[2], KEYS[3], ARGV[2])
   end
   return 1
+end
+if not held then
+  -- The same release ran before (a client retry after a lost reply): the
+  -- lock is gone and nobody was granted it since, so the fence still holds
+  -- this lease's token. Released, not lost.
+  if ARGV[3] and ARGV[3] ~= '' and redis.call('GET', KEYS[4]) == ARGV[3] then
+    return 1
+  end
+  -- A clean-up that finds the lock free: the acquire it cleans up after may
+  -- still be on its way. A value no owner has keeps it from taking the lock.
+  if ARGV[4] then
+    redis.call('SET', KEYS[1], '~' .. ARGV[1], 'PX', ARGV[4], 'NX')
+  end
 end
 return 0

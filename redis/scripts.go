@@ -24,6 +24,8 @@ var (
 	releaseLua string
 	//go:embed leave.lua
 	leaveLua string
+	//go:embed heartbeat.lua
+	heartbeatLua string
 	//go:embed fence.lua
 	fenceLua string
 	//go:embed guard.lua
@@ -33,6 +35,7 @@ var (
 	acquireScript = goredis.NewScript(queueLua + acquireLua)
 	releaseScript = goredis.NewScript(queueLua + releaseLua)
 	leaveScript   = goredis.NewScript(queueLua + leaveLua)
+	beatScript    = goredis.NewScript(queueLua + heartbeatLua)
 	refreshScript = goredis.NewScript(refreshLua)
 	fenceScript   = goredis.NewScript(fenceLua)
 	guardScript   = goredis.NewScript(guardLua)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
-	"github.com/distlock/locker/driver"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -22,33 +21,54 @@ const (
 )
 
 func init() {
-	locker.Register(Scheme, locker.BackendOpener(open))
-	locker.Register(SchemeTLS, locker.BackendOpener(open))
-	locker.Register(SchemeRedlock, locker.BackendOpener(open))
+	locker.Register(Scheme, open)
+	locker.Register(SchemeTLS, open)
+	locker.Register(SchemeRedlock, open)
 }
 
-// open makes a backend from a URL of one of the forms the package doc lists.
-func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
+// open makes a Locker from a URL of one of the forms the package doc lists:
+// each of this package's query parameters becomes the option of the same
+// name, before opts (so the caller's options win); the clients it makes are
+// the Locker's, closed by its Close.
+func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker, error) {
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		return nil, invalidURL("query: %v", err)
 	}
-	cfg := Config{CloseClients: true}
-	cfg.Prefix = take(q, "prefix")
-	if err := checkPrefix(cfg.Prefix); err != nil {
-		return nil, invalidURL("query parameter prefix=%q: may not contain '{' or '}'", cfg.Prefix)
+	if err := checkClientParams(q); err != nil {
+		return nil, err
+	}
+	own := []locker.Option{closeClients()}
+	if q.Has("prefix") {
+		p := take(q, "prefix")
+		if err := checkLockerPrefix(p); err != nil {
+			return nil, invalidURL("query parameter prefix=%q: may not contain '{' or '}', nor end in %q", p, guardSpace)
+		}
+		own = append(own, WithPrefix(p))
 	}
 	if v := take(q, "node_timeout"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			return nil, invalidURL("query parameter node_timeout=%q: want a positive Go duration such as 50ms", v)
 		}
-		cfg.NodeTimeout = d
+		own = append(own, WithNodeTimeout(d))
 	}
-	if cfg.allowFewMasters, err = takeBool(q, "allow_few_masters"); err != nil {
-		return nil, err
+	if q.Has("accept_eviction") {
+		accept, err := takeBool(q, "accept_eviction")
+		if err != nil {
+			return nil, err
+		}
+		own = append(own, WithAcceptEviction(accept))
 	}
-	redlock, err := takeBool(q, "redlock")
+	if q.Has("allow_few_masters") {
+		allow, err := takeBool(q, "allow_few_masters")
+		if err != nil {
+			return nil, err
+		}
+		own = append(own, WithAllowFewMasters(allow))
+	}
+	opts = append(own, opts...)
+	isRedlock, err := takeBool(q, "redlock")
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +78,7 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme == SchemeRedlock {
-		redlock, scheme = true, Scheme
+		isRedlock, scheme = true, Scheme
 	}
 	hosts := strings.Split(u.Host, ",")
 	for _, h := range hosts {
@@ -86,9 +106,11 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 	}
 
 	switch {
-	case redlock && (cluster || sentinel):
+	case isRedlock && (cluster || sentinel):
 		return nil, invalidURL("query: redlock=true cannot be combined with cluster=true or master_name")
-	case redlock:
+	case cluster && sentinel:
+		return nil, invalidURL("query: cluster=true cannot be combined with master_name (Sentinel)")
+	case isRedlock:
 		clients := make([]goredis.UniversalClient, 0, len(hosts))
 		closeAll := func() {
 			for _, c := range clients {
@@ -109,25 +131,37 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 			}
 			clients = append(clients, goredis.NewClient(o))
 		}
-		r, err := newRedlock(clients, cfg)
-		if errors.Is(err, locker.ErrInvalidOption) {
-			err = invalidURL("host %q: %v", u.Host, err)
-		}
-		if err == nil {
-			err = r.ping(ctx)
-		}
+		l, err := newLocker(opts, func(cfg config) (*redlock, error) {
+			r, err := newRedlock(clients, cfg)
+			if errors.Is(err, locker.ErrInvalidOption) {
+				err = invalidURL("host %q: %v", u.Host, err)
+			}
+			if err == nil {
+				err = r.ping(ctx)
+			}
+			for _, c := range clients {
+				// The masters that answered; ping judged the others.
+				if err == nil {
+					e := evictionCheck{accept: cfg.AcceptEviction, logger: cfg.Logger}
+					if cerr := e.check(ctx, c); errors.Is(cerr, ErrEvictingPolicy) {
+						err = cerr
+					}
+				}
+			}
+			return r, err
+		})
 		if err != nil {
 			closeAll()
 			return nil, err
 		}
-		return r, nil
+		return l, nil
 	case sentinel:
 		o, err := goredis.ParseFailoverURL(withHost(hosts[0], hosts[1:]...))
 		if err != nil {
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
-		return openSingle(ctx, goredis.NewFailoverClient(o), cfg)
+		return openSingle(ctx, goredis.NewFailoverClient(o), opts)
 	case cluster || len(hosts) > 1:
 		if p := strings.Trim(u.Path, "/"); p != "" {
 			return nil, invalidURL("path %q: a Redis Cluster has no database number", u.Path)
@@ -137,27 +171,34 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
-		return openSingle(ctx, goredis.NewClusterClient(o), cfg)
+		return openSingle(ctx, goredis.NewClusterClient(o), opts)
 	default:
 		o, err := goredis.ParseURL(withHost(hosts[0]))
 		if err != nil {
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
-		return openSingle(ctx, goredis.NewClient(o), cfg)
+		return openSingle(ctx, goredis.NewClient(o), opts)
 	}
 }
 
-func openSingle(ctx context.Context, c goredis.UniversalClient, cfg Config) (driver.Backend, error) {
-	b, err := newBackend(c, cfg)
-	if err == nil {
-		err = c.Ping(ctx).Err()
-	}
+// openSingle makes the Locker of a URL over one deployment, once c answers.
+func openSingle(ctx context.Context, c goredis.UniversalClient, opts []locker.Option) (locker.Locker, error) {
+	l, err := newLocker(opts, func(cfg config) (*backend, error) {
+		b, err := newBackend(c, cfg)
+		if err == nil {
+			err = c.Ping(ctx).Err()
+		}
+		if err == nil {
+			err = b.eviction.check(ctx, c)
+		}
+		return b, err
+	})
 	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
-	return b, nil
+	return l, nil
 }
 
 // ping checks that a quorum of masters answers.
@@ -174,6 +215,98 @@ func (r *redlock) ping(ctx context.Context) error {
 	}
 	if len(errs) > len(r.nodes)-r.quorum {
 		return fmt.Errorf("redlock: %d of %d masters unreachable, quorum %d: %w", len(errs), len(r.nodes), r.quorum, errors.Join(errs...))
+	}
+	return nil
+}
+
+// ownParams are the query parameters this package reads itself; every other
+// one is go-redis's (clientParams).
+var ownParams = []string{"prefix", "node_timeout", "accept_eviction", "redlock", "cluster"}
+
+// paramKind is the kind of value a go-redis query parameter takes.
+type paramKind int
+
+const (
+	kindString paramKind = iota
+	kindBool
+	kindDuration // a Go duration or whole seconds; <= 0 disables the timeout
+	kindCount    // an int in [0, maxCount]
+	kindRetries  // an int in [-1, maxCount]: -1 means none
+)
+
+// maxCount bounds every count go-redis takes from a URL: pool and buffer
+// sizes are allocated up front.
+const maxCount = 1 << 20
+
+// clientParams are the query parameters go-redis's URL parsers read
+// (ParseURL, ParseClusterURL, ParseFailoverURL), with the kind of value
+// each takes. go-redis panics on some values it parses (a negative
+// pool_size, route_* with master_name), so each is checked here first.
+var clientParams = map[string]paramKind{
+	"addr": kindString, "client_name": kindString, "db": kindString, "master_name": kindString,
+	"password": kindString, "username": kindString, "protocol": kindCount,
+	"context_timeout_enabled": kindBool, "pool_fifo": kindBool, "read_only": kindBool, "replica_only": kindBool,
+	"route_by_latency": kindBool, "route_randomly": kindBool, "skip_verify": kindBool, "use_disconnected_replicas": kindBool,
+	"conn_max_idle_time": kindDuration, "conn_max_lifetime": kindDuration, "conn_max_lifetime_jitter": kindDuration,
+	"dial_timeout": kindDuration, "dialer_retry_timeout": kindDuration, "idle_timeout": kindDuration, "max_conn_age": kindDuration,
+	"max_retry_backoff": kindDuration, "min_retry_backoff": kindDuration, "pool_timeout": kindDuration, "read_timeout": kindDuration,
+	"route_by_latency_tolerance": kindDuration, "write_timeout": kindDuration,
+	"dialer_retries": kindCount, "failing_timeout_seconds": kindCount, "max_active_conns": kindCount, "max_concurrent_dials": kindCount,
+	"max_idle_conns": kindCount, "min_idle_conns": kindCount, "pipeline_pool_size": kindCount,
+	"pipeline_read_buffer_size": kindCount, "pipeline_write_buffer_size": kindCount, "pool_size": kindCount,
+	"max_redirects": kindRetries, "max_retries": kindRetries,
+}
+
+// checkClientParams refuses, with ErrInvalidURL naming the parameter, a
+// go-redis parameter whose value go-redis would refuse or panic on, and
+// the combinations go-redis panics on.
+func checkClientParams(q url.Values) error {
+	for k, vs := range q {
+		kind, ok := clientParams[k]
+		if !ok {
+			continue // ours, or unknown: go-redis names those
+		}
+		for _, v := range vs {
+			if err := checkParam(kind, v); err != nil {
+				return invalidURL("query parameter %s=%q: %v", k, v, err)
+			}
+		}
+	}
+	if q.Get("master_name") != "" {
+		for _, k := range []string{"route_by_latency", "route_randomly"} {
+			if on, _ := strconv.ParseBool(q.Get(k)); on {
+				return invalidURL("query parameter %s: not available with master_name (Sentinel)", k)
+			}
+		}
+	}
+	return nil
+}
+
+func checkParam(kind paramKind, v string) error {
+	switch kind {
+	case kindBool:
+		if v != "" && v != "true" && v != "false" && v != "1" && v != "0" {
+			return errors.New("want true or false")
+		}
+	case kindDuration:
+		if _, err := strconv.Atoi(v); err == nil || v == "" {
+			return nil
+		}
+		if _, err := time.ParseDuration(v); err != nil {
+			return errors.New("want a Go duration such as 2s")
+		}
+	case kindCount, kindRetries:
+		if v == "" {
+			return nil
+		}
+		least := 0
+		if kind == kindRetries {
+			least = -1
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < least || n > maxCount {
+			return fmt.Errorf("want a whole number from %d to %d", least, maxCount)
+		}
 	}
 	return nil
 }

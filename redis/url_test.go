@@ -42,15 +42,17 @@ func TestOpen_SchemesReachTheServer(t *testing.T) {
 func TestOpen_MalformedURL_NamesThePart(t *testing.T) {
 	ctx := context.Background()
 	for u, part := range map[string]string{
-		"redis://127.0.0.1:6379/x":                      "database",
-		"redis://127.0.0.1:6379/0?redlock=maybe":        "redlock",
-		"redis://127.0.0.1:6379/0?node_timeout=fast":    "node_timeout",
-		"redis://127.0.0.1:6379/0?prefix=a{b":           "prefix",
-		"redis://127.0.0.1:6379/0?no_such_option=1":     "no_such_option",
-		"redis://a:1,,b:2/":                             "empty address",
-		"redis://a:1,b:2/3":                             "database number",
-		"redis://a:1,b:2/?redlock=true&master_name=m":   "redlock",
-		"redlock://127.0.0.1:1,127.0.0.1:2/0?cluster=1": "redlock",
+		"redis://127.0.0.1:6379/x":                                    "database",
+		"redis://127.0.0.1:6379/0?redlock=maybe":                      "redlock",
+		"redis://127.0.0.1:6379/0?node_timeout=fast":                  "node_timeout",
+		"redis://127.0.0.1:6379/0?prefix=a{b":                         "prefix",
+		"redis://127.0.0.1:6379/0?no_such_option=1":                   "no_such_option",
+		"redis://a:1,,b:2/":                                           "empty address",
+		"redis://a:1,b:2/3":                                           "database number",
+		"redis://a:1,b:2/?redlock=true&master_name=m":                 "redlock",
+		"redlock://127.0.0.1:1,127.0.0.1:2/0?cluster=1":               "redlock",
+		"redis://127.0.0.1:1,127.0.0.1:2/?master_name=m&cluster=true": "cluster",
+		"redis://127.0.0.1:1/0?prefix=locker:guard:":                  "prefix",
 	} {
 		_, err := locker.Open(ctx, u)
 		if !errors.Is(err, locker.ErrInvalidURL) {

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -31,6 +32,12 @@ type waiter struct {
 
 // wait blocks until w is woken, d has passed, or ctx ends.
 func (w *waiter) wait(ctx context.Context, d time.Duration) error {
+	_, err := w.waitWoken(ctx, d)
+	return err
+}
+
+// waitWoken is wait, and tells whether w was woken.
+func (w *waiter) waitWoken(ctx context.Context, d time.Duration) (woken bool, _ error) {
 	if w.timer == nil {
 		w.timer = time.NewTimer(d)
 	} else {
@@ -38,12 +45,26 @@ func (w *waiter) wait(ctx context.Context, d time.Duration) error {
 	}
 	select {
 	case <-w.wake:
+		w.timer.Stop()
+		return true, nil
 	case <-w.timer.C:
+		return false, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		w.timer.Stop()
+		return false, ctx.Err()
 	}
-	return nil
 }
+
+// Waiters of New renew their queue entries: an entry not renewed for
+// waiterLiveness is stale, and the heartbeat comes every heartbeatEvery. A
+// head waiter that died (or was cut off) is then skipped within
+// waiterLiveness + heartbeatEvery of its last heartbeat: by the release if
+// it comes later, or by the next waiter's heartbeat, which finds the lock
+// free and itself the first live waiter.
+const (
+	waiterLiveness = 700 * time.Millisecond
+	heartbeatEvery = 200 * time.Millisecond
+)
 
 // stopTimer releases the fallback timer when the wait is over.
 func (w *waiter) stopTimer() {
@@ -118,17 +139,34 @@ func staleAfter(ttl time.Duration) int64 { return ttlMillis(2*time.Second + ttl/
 // a Locker that never waits holds no extra connection, and stays until Close.
 // go-redis reconnects it after a connection loss; messages published
 // meanwhile are lost, which the waiters' PTTL-bounded wait covers.
+//
+// The subscription is made by a goroutine of its own, with its own
+// deadline (subscribeTimeout), outside the mutex: a server that stops
+// answering holds up no waiter past its context, and not Close.
 type subscriber struct {
 	client  goredis.UniversalClient
 	channel string
 	hub     *hub
 
-	mu     sync.Mutex
-	ps     *goredis.PubSub
-	done   chan struct{} // closed when the dispatching goroutine ends
-	closed bool
-	failAt time.Time // when the last attempt to subscribe failed (Redlock)
+	mu      sync.Mutex
+	ps      *goredis.PubSub
+	done    chan struct{} // closed when the dispatching goroutine ends
+	attempt *subAttempt   // the subscription being made, if any
+	closed  bool
+	failAt  time.Time // when the last attempt to subscribe failed (Redlock)
 }
+
+// subAttempt is one attempt to subscribe: done is closed when it ended,
+// with err its outcome.
+type subAttempt struct {
+	ps   *goredis.PubSub
+	done chan struct{}
+	err  error
+}
+
+// subscribeTimeout bounds one attempt to subscribe: a server that has not
+// confirmed a subscription by then is treated as unreachable for now.
+const subscribeTimeout = 5 * time.Second
 
 // resubscribeAfter is how long a Redlock master whose subscription failed is
 // left alone before waiters try it again.
@@ -152,22 +190,61 @@ func (s *subscriber) failed(err error) {
 }
 
 // ensure starts the subscription if it is not running, and returns once the
-// server has confirmed it: from then on every release is seen.
+// server has confirmed it (from then on every release is seen), the attempt
+// failed, or ctx ended. Waiters that call it meanwhile share one attempt.
 func (s *subscriber) ensure(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.ps != nil || s.closed {
+		s.mu.Unlock()
 		return nil
 	}
-	ps := s.client.Subscribe(ctx, s.channel)
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return err
+	a := s.attempt
+	if a == nil {
+		a = &subAttempt{ps: s.client.Subscribe(context.Background()), done: make(chan struct{})}
+		s.attempt = a
+		go s.subscribe(a)
 	}
-	s.ps, s.done = ps, make(chan struct{})
-	go s.dispatch(ps.Channel(), s.done)
-	return nil
+	s.mu.Unlock()
+	select {
+	case <-a.done:
+		return a.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
+
+// subscribe runs attempt a: SUBSCRIBE and its confirmation, within
+// subscribeTimeout.
+func (s *subscriber) subscribe(a *subAttempt) {
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	// go-redis bounds a read by the context's deadline only on clients made
+	// with ContextTimeoutEnabled: closing the PubSub ends it on any client.
+	stop := context.AfterFunc(ctx, func() { _ = a.ps.Close() })
+	err := a.ps.Subscribe(ctx, s.channel)
+	if err == nil {
+		_, err = a.ps.Receive(ctx)
+	}
+	if !stop() && err == nil {
+		err = ctx.Err() // the timeout struck as the confirmation came
+	}
+	s.mu.Lock()
+	s.attempt = nil
+	if err == nil && !s.closed {
+		s.ps, s.done = a.ps, make(chan struct{})
+		go s.dispatch(a.ps.Channel(), s.done)
+	} else {
+		if err == nil {
+			err = errClosedSubscriber
+		}
+		_ = a.ps.Close()
+	}
+	s.mu.Unlock()
+	a.err = err
+	close(a.done)
+}
+
+var errClosedSubscriber = errors.New("redis: the Locker was closed")
 
 func (s *subscriber) dispatch(msgs <-chan *goredis.Message, done chan struct{}) {
 	defer close(done)
@@ -176,13 +253,18 @@ func (s *subscriber) dispatch(msgs <-chan *goredis.Message, done chan struct{}) 
 	}
 }
 
-// close ends the subscription and waits for its goroutine.
+// close ends the subscription, or the attempt to make it, and waits for
+// their goroutines.
 func (s *subscriber) close() error {
 	s.mu.Lock()
 	s.closed = true
-	ps, done := s.ps, s.done
+	ps, done, a := s.ps, s.done, s.attempt
 	s.ps = nil
 	s.mu.Unlock()
+	if a != nil {
+		_ = a.ps.Close()
+		<-a.done
+	}
 	if ps == nil {
 		return nil
 	}

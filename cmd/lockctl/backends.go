@@ -7,6 +7,12 @@ import (
 	_ "github.com/distlock/locker/etcd"
 	_ "github.com/distlock/locker/memory"
 	_ "github.com/distlock/locker/postgres"
-	_ "github.com/distlock/locker/redis"
+	"github.com/distlock/locker/redis"
 	_ "github.com/distlock/locker/zookeeper"
+	goredis "github.com/redis/go-redis/v9"
 )
+
+// go-redis logs through a process-wide logger of its own, to stderr: its
+// lines (a failed dial, four times over) would come before lockctl's own
+// one-line error, which already says what failed.
+func init() { goredis.SetLogger(redis.GoRedisLogger(nil)) }

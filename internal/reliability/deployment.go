@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 	"github.com/distlock/locker/memory"
 	"github.com/distlock/locker/postgres"
 	"github.com/distlock/locker/redis"
-	"github.com/distlock/locker/zookeeper"
+	_ "github.com/distlock/locker/zookeeper" // registers zookeeper://
 )
 
 // Slots is how many clients of a run get a path of their own to the
@@ -102,7 +103,6 @@ func Memory(t testing.TB) *Deployment {
 
 func redisConnect(prefix string, redlock bool) func(context.Context, []string) (locker.Locker, error) {
 	return func(_ context.Context, addrs []string) (locker.Locker, error) {
-		cfg := redis.Config{Prefix: prefix, CloseClients: true}
 		cs := make([]goredis.UniversalClient, len(addrs))
 		for i, a := range addrs {
 			o := &goredis.Options{Addr: a, ContextTimeoutEnabled: true, DialTimeout: time.Second}
@@ -114,15 +114,17 @@ func redisConnect(prefix string, redlock bool) func(context.Context, []string) (
 		var l locker.Locker
 		var err error
 		if redlock {
-			l, err = redis.NewRedlockWith(cs, cfg)
+			l, err = redis.NewRedlock(cs, redis.WithPrefix(prefix))
 		} else {
-			l, err = redis.NewWith(cs[0], cfg)
+			l, err = redis.New(cs[0], redis.WithPrefix(prefix))
 		}
 		if err != nil {
 			for _, c := range cs {
 				c.Close()
 			}
+			return nil, err
 		}
+		l = closingClients{l, cs}
 		return l, err
 	}
 }
@@ -152,7 +154,7 @@ func etcdConnect(prefix string) func(context.Context, []string) (locker.Locker, 
 		if err != nil {
 			return nil, err
 		}
-		l, err := etcd.NewWithConfig(cli, etcd.Config{Prefix: prefix, RequestTimeout: 2 * time.Second})
+		l, err := etcd.New(cli, etcd.WithPrefix(prefix), etcd.WithRequestTimeout(2*time.Second))
 		if err != nil {
 			cli.Close()
 			return nil, err
@@ -187,7 +189,7 @@ func zkConnect(root string, ttl time.Duration) func(context.Context, []string) (
 	return func(ctx context.Context, addrs []string) (locker.Locker, error) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return zookeeper.Dial(ctx, addrs, zookeeper.Config{Root: root, SessionTimeout: ttl}, locker.WithTTL(ttl))
+		return locker.Open(ctx, "zookeeper://"+strings.Join(addrs, ",")+root+"?session_timeout="+ttl.String())
 	}
 }
 
@@ -254,4 +256,19 @@ func (d *Deployment) Addrs() []string {
 		a[i] = s.Addr()
 	}
 	return a
+}
+
+// closingClients is a Locker that closes the clients it was made over when
+// it is closed: redis.New leaves them to the caller.
+type closingClients struct {
+	locker.Locker
+	cs []goredis.UniversalClient
+}
+
+func (c closingClients) Close() error {
+	err := c.Locker.Close()
+	for _, x := range c.cs {
+		_ = x.Close()
+	}
+	return err
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -18,8 +17,8 @@ import (
 	"github.com/distlock/locker/etcd"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/postgres"
-	"github.com/distlock/locker/redis"
-	"github.com/distlock/locker/zookeeper"
+	_ "github.com/distlock/locker/redis"     // registers redis://
+	_ "github.com/distlock/locker/zookeeper" // registers zookeeper://
 )
 
 // Key-encoding fuzzing, one target per backend, through a live server: each
@@ -40,8 +39,8 @@ func FuzzRedisKeys(f *testing.F) {
 	addr := testenv.Redis(f).Addr()
 	prefix := "fuzz:" + randHex() + ":"
 	fuzzKeys(f, func() (locker.Locker, error) {
-		return redis.NewWith(goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true}),
-			redis.Config{Prefix: prefix, CloseClients: true}, locker.WithTTL(time.Minute))
+		// Open's Locker owns (closes) the client it makes.
+		return locker.Open(context.Background(), "redis://"+addr+"/0?prefix="+prefix, locker.WithTTL(time.Minute))
 	})
 }
 
@@ -53,7 +52,7 @@ func FuzzEtcdKeys(f *testing.F) {
 		if err != nil {
 			return nil, err
 		}
-		l, err := etcd.NewWithConfig(cli, etcd.Config{Prefix: prefix}, locker.WithTTL(time.Minute))
+		l, err := etcd.New(cli, etcd.WithPrefix(prefix), locker.WithTTL(time.Minute))
 		if err != nil {
 			cli.Close()
 			return nil, err
@@ -68,7 +67,7 @@ func FuzzZooKeeperKeys(f *testing.F) {
 	fuzzKeys(f, func() (locker.Locker, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return zookeeper.Dial(ctx, []string{addr}, zookeeper.Config{Root: root, SessionTimeout: 10 * time.Second}, locker.WithTTL(10*time.Second))
+		return locker.Open(ctx, "zookeeper://"+addr+root+"?session_timeout=10s")
 	})
 }
 

@@ -33,6 +33,7 @@ func FuzzRedisURL(f *testing.F) {
 		"h:6379/0", "h:6379", "u:secret99@h:6379/1?prefix=p:", "h1:1,h2:2,h3:3/0?redlock=true", "h:1?cluster=true",
 		"s1:1,s2:2/0?master_name=m", "h:1/0?node_timeout=50ms", "h:1/0?node_timeout=-1s", "h:1?prefix={x}", "h:1?redlock=maybe",
 		"h1:1,,h2:2", "h:1/x", "h:1/0?dial_timeout=1s&pool_size=3", "[::1]:1/0", "h:99999/0", ":1", "h:1?ttl=1s&namespace=n",
+		"s1:1,s2:2/0?master_name=m&route_randomly=true", "h:1/0?pool_size=-1", "h1:1,h2:2?pool_size=-1", "h:1?accept_eviction=maybe",
 	})
 }
 

@@ -31,13 +31,19 @@ var (
 // address), removed at t.Cleanup. It works for external servers too.
 func (s *Server) Proxy(t testing.TB) *Proxy {
 	t.Helper()
+	return newProxy(t, s.kind, "127.0.0.1:0", s.Addr())
+}
+
+// newProxy starts a proxy from listen to upstream, removed at t.Cleanup.
+func newProxy(t testing.TB, kind, listen, upstream string) *Proxy {
+	t.Helper()
 	toxiOnce.Do(func() {
 		toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	})
-	name := fmt.Sprintf("%s-%d", s.kind, toxiSeq.Add(1))
-	p := toxiproxy.NewProxy(toxiServer, name, "127.0.0.1:0", s.Addr())
+	name := fmt.Sprintf("%s-%d", kind, toxiSeq.Add(1))
+	p := toxiproxy.NewProxy(toxiServer, name, listen, upstream)
 	if err := p.Start(); err != nil {
-		t.Fatalf("testenv: proxy for %s: %v", s.kind, err)
+		t.Fatalf("testenv: proxy for %s: %v", kind, err)
 	}
 	t.Cleanup(p.Stop)
 	return &Proxy{p: p}
@@ -75,6 +81,22 @@ func (p *Proxy) ResetPeer(t testing.TB) {
 func (p *Proxy) Latency(t testing.TB, d time.Duration) {
 	t.Helper()
 	p.add(t, "latency", "downstream", fmt.Sprintf(`{"latency":%d,"jitter":0}`, d.Milliseconds()))
+}
+
+// ResetReplies resets (TCP RST) every connection, open or new, as soon as
+// the server answers on it, until Heal: the server got and ran the request,
+// the client never sees the answer.
+func (p *Proxy) ResetReplies(t testing.TB) {
+	t.Helper()
+	p.add(t, "reset_peer", "downstream", `{"timeout":0}`)
+}
+
+// DelayRequests delays every request on its way to the server by d, until
+// Heal: a request sent meanwhile reaches the server d later, even if its
+// client has given up and closed the connection.
+func (p *Proxy) DelayRequests(t testing.TB, d time.Duration) {
+	t.Helper()
+	p.add(t, "latency", "upstream", fmt.Sprintf(`{"latency":%d,"jitter":0}`, d.Milliseconds()))
 }
 
 // Heal removes every toxic: traffic flows again on the open connections.
