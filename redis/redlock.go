@@ -512,7 +512,10 @@ func jitter(span time.Duration, n int, ttl time.Duration) time.Duration {
 // between contenders (or cannot tell, for silent masters, whether another
 // owner holds the lock) a few more rounds, separated by jitter, usually
 // decide it — one contender wins, or shows up as the majority holder. It is
-// still one attempt: TryAcquire never waits for a holder.
+// still one attempt: TryAcquire never waits for a holder. A round that
+// fails for want of masters is retried as Acquire's are (retryRound): a
+// burst of load, such as a new Locker's first round dialling every master,
+// is not an outage.
 const tryRounds = 3
 
 func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
@@ -530,7 +533,7 @@ func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (_ driver
 	}()
 	for i := 1; ; i++ {
 		start := time.Now()
-		l, v, err := r.round(ctx, a, "")
+		l, v, err := r.retryRound(ctx, a, "")
 		if l != nil || err != nil {
 			return l, err
 		}
