@@ -271,7 +271,7 @@ func openSubjects(ctx context.Context, c *benchkit.Config, a addrs, groups []str
 			}
 			err = errors.Join(err, addFloor(g, u))
 		case g == "postgres" && a.postgres != "":
-			u := withParam(a.postgres, "pool_max_conns=160")
+			u := withParam(a.postgres, "pool_max_conns=160&max_conns=160")
 			if err = ours(g, u); err == nil {
 				err = add(newAdvisory(ctx, a.postgres))
 			}

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // errKeyGone: the own waiter key vanished while waiting — its lease expired
@@ -30,12 +34,11 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 	defer cancel()
 	sent := time.Now()
 	resp, err := b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(lp), "=", 0).WithPrefix()).
+		If(clientv3.Compare(clientv3.CreateRevision(lp), "=", 0).WithPrefix(), own.notTombstoned()).
 		Then(clientv3.OpPut(own.name, own.value, clientv3.WithLease(sl.id))).
 		Commit()
 	if err != nil {
-		// The txn may have been applied: remove the key if it holds our owner id.
-		b.remove(ctx, own, 0)
+		b.createFailed(ctx, own, err)
 		return nil, err
 	}
 	if !resp.Succeeded {
@@ -46,44 +49,68 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 }
 
 // Acquire creates the own key in a txn guarded on its CreateRevision being 0
-// and, in the same txn, reads the newest two keys of the lock's range: the
-// own key and its predecessor. Without a predecessor the lock is held at
-// once (one round trip); otherwise it waits for the predecessor's deletion.
+// and, in the same txn, reads whether the lock's range holds another key.
+// If not, the lock is held at once (one round trip); otherwise it waits for
+// its predecessor's deletion.
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	sl, err := b.lease(ctx, req.TTL)
+	var sl *sharedLease
+	err := b.retry(ctx, nil, tooManyRequests, func() (err error) {
+		sl, err = b.lease(ctx, req.TTL)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	lp := lockPrefix(b.prefix, req.Key)
-	own := sl.claim(lp, req.Owner, req.Label)
-	key := own.name
-	rctx, cancel := b.requestContext(ctx)
-	sent := time.Now()
-	resp, err := b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(
-			clientv3.OpPut(key, own.value, clientv3.WithLease(sl.id)),
-			// The put is the txn's newest write, so the own key sorts first.
-			clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
-		).
-		Commit()
-	cancel()
+	var (
+		own  *ownKey
+		resp *clientv3.TxnResponse
+		sent time.Time
+	)
+	// A create that failed for a passing reason (backpressure, a timeout, a
+	// lost leader or connection) is cleaned up and tried again under a new
+	// name, for as long as ctx lasts and the shared lease lives (the lease
+	// dies after T+R without a renewal, so a dead cluster still ends the
+	// wait). Overloaded by thousands of Acquires at once, etcd answers some
+	// creates after their request timeout; a blocking Acquire rides that out.
+	err = b.retry(ctx, sl, transient, func() (err error) {
+		own = sl.claim(lp, req.Owner, req.Label)
+		rctx, cancel := b.requestContext(ctx)
+		defer cancel()
+		sent = time.Now()
+		resp, err = b.cli.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(own.name), "=", 0), own.notTombstoned()).
+			Then(
+				clientv3.OpPut(own.name, own.value, clientv3.WithLease(sl.id)),
+				// Are there two keys in the range? Unsorted, so that etcd
+				// stops after two: a sorted read would visit every waiter's
+				// key inside the apply loop, where write txns run one at a
+				// time (10,000 waiters made it fall behind until the server
+				// answered "too many requests" and "request timed out").
+				clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(2)),
+			).
+			Commit()
+		if err != nil {
+			b.createFailed(ctx, own, err)
+		}
+		return err
+	})
 	if err != nil {
-		b.remove(ctx, own, 0)
 		return nil, err
 	}
+	key := own.name
 	if !resp.Succeeded {
 		// A name is reused only once its key is known to be gone: someone
 		// else wrote under our lease's name. The name stays reserved.
 		return nil, fmt.Errorf("etcd: waiter key %q exists already", key)
 	}
 	rev := resp.Header.Revision
-	kvs := resp.Responses[1].GetResponseRange().Kvs
-	if len(kvs) < 2 {
+	if len(resp.Responses[1].GetResponseRange().Kvs) < 2 {
 		return b.granted(ctx, own, req, rev, sent)
 	}
-	start, err := b.wait(ctx, sl, lp, key, rev, string(kvs[1].Key), resp.Header.Revision+1)
+	// Contended: wait finds the predecessor with a read-only txn, which
+	// etcd serves outside the apply loop.
+	start, err := b.wait(ctx, sl, lp, key, rev, "", 0)
 	if err != nil {
 		b.remove(ctx, own, rev)
 		return nil, err
@@ -196,16 +223,30 @@ func (b *backend) granted(ctx context.Context, own *ownKey, req *driver.Request,
 	return l, nil
 }
 
-// remove deletes an own key that must not stay: a cancelled or failed wait,
-// or an acquire whose outcome is unknown (rev 0: then the key is deleted
-// only if it holds our owner id). If it cannot be deleted now it is retried
-// in the background until it is, the lease dies (taking the key with it) or
-// the backend closes (revoking the lease).
-func (b *backend) remove(ctx context.Context, own *ownKey, rev int64) {
-	ctx = context.WithoutCancel(ctx)
-	if b.deleteOwn(ctx, own, rev) == nil {
+// createFailed cleans up after a create txn that failed with err. Refused
+// under backpressure, it was never proposed: the name is free again.
+// Otherwise it may have been applied, or may still be (a request can reach
+// the server after a later one): remove the key, tombstoning its name.
+func (b *backend) createFailed(ctx context.Context, own *ownKey, err error) {
+	if tooManyRequests(err) {
+		own.free()
 		return
 	}
+	b.remove(ctx, own, 0)
+}
+
+// remove deletes an own key that must not stay: a cancelled or failed wait,
+// a lock that expired, or an acquire whose outcome is unknown (rev 0: see
+// deleteOwn). If it cannot be deleted now it is retried in the background
+// until it is, the lease dies (taking the key with it) or the backend
+// closes (revoking the lease).
+func (b *backend) remove(ctx context.Context, own *ownKey, rev int64) {
+	ctx = context.WithoutCancel(ctx)
+	err := b.deleteOwn(ctx, own, rev)
+	if err == nil {
+		return
+	}
+	b.log.Debug("etcd: clean-up of a key failed; retrying in the background", "key", own.name, "err", err)
 	b.background(func(bctx context.Context) {
 		backoff := newBackoff()
 		for {
@@ -219,24 +260,77 @@ func (b *backend) remove(ctx context.Context, own *ownKey, rev int64) {
 	})
 }
 
-// deleteOwn deletes the own key if its create revision is rev (or, when rev
-// is 0, if it holds our owner id). Any answer means the key is gone or not
-// ours, so its name is free again.
+// deleteOwn deletes the own key if its create revision is rev; any answer
+// means the key is gone or not ours, so its name is free again.
+//
+// When rev is 0 the create's outcome is unknown, and the create may still
+// be on its way: a delete applied before it would leave a key that the
+// shared lease keeps alive with nobody behind it. So the same txn writes
+// the name's tombstone, which every create txn requires to be absent: a
+// late create then fails. The key is deleted if it holds our owner id; the
+// tombstone lives on the shared lease and the name is never used again on
+// it.
 func (b *backend) deleteOwn(ctx context.Context, own *ownKey, rev int64) error {
 	rctx, cancel := b.requestContext(ctx)
 	defer cancel()
-	cmp := clientv3.Compare(clientv3.CreateRevision(own.name), "=", rev)
+	txn := b.cli.Txn(rctx)
 	if rev == 0 {
-		cmp = clientv3.Compare(clientv3.Value(own.name), "=", own.value)
+		tomb := clientv3.OpPut(own.tomb, "", clientv3.WithLease(own.sl.id))
+		txn = txn.If(clientv3.Compare(clientv3.Value(own.name), "=", own.value)).
+			Then(clientv3.OpDelete(own.name), tomb).
+			Else(tomb)
+	} else {
+		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(own.name), "=", rev)).
+			Then(clientv3.OpDelete(own.name))
 	}
-	if _, err := b.cli.Txn(rctx).If(cmp).Then(clientv3.OpDelete(own.name)).Commit(); err != nil {
+	if _, err := txn.Commit(); err != nil {
 		return err
 	}
-	own.free()
+	if rev != 0 {
+		own.free()
+	}
 	return nil
 }
 
-// backoff paces retries: 50 ms doubling to 1 s.
+// tooManyRequests reports etcd's backpressure ("etcdserver: too many
+// requests"): the server's apply loop is too far behind its commit index,
+// and it refused the request before proposing it. Nothing was written, so
+// the request may be sent again.
+func tooManyRequests(err error) bool { return errors.Is(err, rpctypes.ErrTooManyRequests) }
+
+// transient reports an error a create may be retried after (once cleaned
+// up, under a new name): backpressure, a request that ran out of time in
+// the client or the server, a leader lost or changing, a connection down.
+func transient(err error) bool {
+	for _, e := range []error{rpctypes.ErrTooManyRequests, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
+		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrNoLeader, rpctypes.ErrLeaderChanged, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return status.Code(err) == codes.Unavailable
+}
+
+// retry runs fn again, after a jittered backoff, for as long as its error
+// passes again (see transient, tooManyRequests), ctx lasts and sl (if not
+// nil) lives. A blocking Acquire uses it; TryAcquire makes one attempt.
+func (b *backend) retry(ctx context.Context, sl *sharedLease, again func(error) bool, fn func() error) error {
+	bo := newBackoff()
+	for {
+		err := fn()
+		if err == nil || !again(err) || ctx.Err() != nil {
+			return err
+		}
+		b.log.Debug("etcd: acquire retrying", "err", err)
+		if serr := bo.sleep(ctx, sl); serr != nil {
+			return fmt.Errorf("%w (last attempt: %w)", serr, err)
+		}
+	}
+}
+
+// backoff paces retries: 50 ms doubling to 1 s, each wait drawn at random
+// from its upper half, so that clients refused together do not return
+// together.
 type backoff struct{ d time.Duration }
 
 func newBackoff() *backoff { return &backoff{d: 50 * time.Millisecond} }
@@ -244,15 +338,19 @@ func newBackoff() *backoff { return &backoff{d: 50 * time.Millisecond} }
 func (b *backoff) reset() { b.d = 50 * time.Millisecond }
 
 // sleep waits the current delay; it fails early when ctx ends or the lease
-// dies.
+// (if not nil) dies.
 func (b *backoff) sleep(ctx context.Context, sl *sharedLease) error {
-	t := time.NewTimer(b.d)
+	t := time.NewTimer(b.d/2 + rand.N(b.d/2+1))
 	defer t.Stop()
 	b.d = min(2*b.d, time.Second)
+	var dead <-chan struct{}
+	if sl != nil {
+		dead = sl.done
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-sl.done:
+	case <-dead:
 		return sl.err()
 	case <-t.C:
 		return nil

@@ -74,7 +74,7 @@ func (e *benchEnv) grant(b *testing.B) clientv3.LeaseID {
 }
 
 func (e *benchEnv) locker(b *testing.B) locker.Locker {
-	l, err := etcd.NewWithConfig(e.cli, etcd.Config{Prefix: e.h.prefix + "locker/"}, locker.WithTTL(benchTTL*1e9))
+	l, err := etcd.New(e.cli, etcd.WithPrefix(e.h.prefix+"locker/"), locker.WithTTL(benchTTL*1e9))
 	if err != nil {
 		b.Fatalf("new locker: %v", err)
 	}

@@ -3,7 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"strings"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,47 +15,31 @@ import (
 // Scheme is the URL scheme this package registers with locker.Register.
 const Scheme = "etcd"
 
-// DefaultRequestTimeout bounds each request the backend sends when
-// Config.RequestTimeout is zero.
-const DefaultRequestTimeout = 5 * time.Second
-
 // revokeTimeout bounds each revoke on Close: a lease that cannot be revoked
 // quickly expires on its own, so Close need not wait on a dead cluster.
 const revokeTimeout = time.Second
 
-// Config holds the backend's own settings; the zero value uses the defaults.
-type Config struct {
-	// Prefix is the etcd key prefix for locks (default DefaultPrefix). A
-	// '/' is appended when missing. Lockers with different prefixes are
-	// independent.
-	Prefix string
-
-	// RequestTimeout bounds every single request (a txn, a lease grant or
-	// renewal, one re-check while waiting) so that an unreachable cluster is
-	// reported as unavailable instead of blocking until the caller's
-	// context ends (the etcd client waits for a connection by default).
-	// Waiting for a lock is not bounded by it. Default
-	// DefaultRequestTimeout.
-	RequestTimeout time.Duration
-}
-
 // New returns a Locker over an etcd client the caller owns: closing the
-// Locker revokes the leases it granted but leaves cli open. The options set
-// Locker-wide defaults (TTL, namespace, …).
+// Locker revokes the leases it granted but leaves cli open. opts mix
+// locker's options (WithTTL, WithNamespace, WithLogger, …) with this
+// package's (WithPrefix, WithRequestTimeout); a bad one is refused with an
+// error wrapping locker.ErrInvalidOption.
 func New(cli *clientv3.Client, opts ...locker.Option) (locker.Locker, error) {
-	return NewWithConfig(cli, Config{}, opts...)
-}
-
-// NewWithConfig is New with backend settings.
-func NewWithConfig(cli *clientv3.Client, cfg Config, opts ...locker.Option) (locker.Locker, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("%w: etcd: nil client", locker.ErrInvalidOption)
 	}
-	b, err := newBackend(cli, cfg, false)
+	c, err := splitOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	l, err := locker.New(b, opts...)
+	return newLocker(cli, false, c)
+}
+
+// newLocker makes the Locker of New and of a URL, over a client that the
+// Locker owns (closes) or not.
+func newLocker(cli *clientv3.Client, owned bool, c config) (locker.Locker, error) {
+	b := newBackend(cli, c, owned)
+	l, err := locker.New(b, c.rest...)
 	if err != nil {
 		_ = b.Close()
 		return nil, err
@@ -69,6 +53,7 @@ type backend struct {
 	owned   bool // cli was made by the opener: Close closes it
 	prefix  string
 	timeout time.Duration
+	log     *slog.Logger // WithLogger's: background events
 
 	// ctx ends when the backend closes; it bounds every goroutine.
 	ctx    context.Context
@@ -83,25 +68,13 @@ type backend struct {
 	leases map[time.Duration]*sharedLease // by lock TTL
 }
 
-func newBackend(cli *clientv3.Client, cfg Config, owned bool) (*backend, error) {
-	if cfg.RequestTimeout < 0 {
-		return nil, fmt.Errorf("%w: etcd: request timeout %v is negative", locker.ErrInvalidOption, cfg.RequestTimeout)
-	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = DefaultPrefix
-	}
-	if !strings.HasSuffix(cfg.Prefix, "/") {
-		cfg.Prefix += "/"
-	}
+func newBackend(cli *clientv3.Client, c config, owned bool) *backend {
 	b := &backend{
-		cli: cli, owned: owned, prefix: cfg.Prefix, timeout: cfg.RequestTimeout,
+		cli: cli, owned: owned, prefix: c.prefix, timeout: c.requestTimeout, log: c.logger,
 		grantSem: make(chan struct{}, 1), leases: map[time.Duration]*sharedLease{},
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
-	return b, nil
+	return b
 }
 
 func (b *backend) Name() string { return Scheme }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
-	"github.com/distlock/locker/etcd"
 	"github.com/distlock/locker/fencing"
 	"github.com/distlock/locker/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -62,7 +61,7 @@ func TestEtcd_LeaderKilled_WaitersAcquireInTokenOrderWithinTTLPlusElection(t *te
 	key := "leader-killed"
 	res := &fencedResource{guard: fencing.NewMemory()}
 
-	holder, err := mustLocker(t, h, c.Addrs()).TryAcquire(ctxFor(t, 10*time.Second), key, locker.WithTTL(ttl))
+	holder, err := mustLocker(t, h, c.Addrs()).TryAcquire(ctxFor(t, 10*time.Second), key, locker.WithTTL(ttl), locker.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
@@ -137,7 +136,7 @@ func TestEtcd_ClientPartitioned_LosesLease_StaleWriteRefused(t *testing.T) {
 	key := "partitioned"
 	a := mustLocker(t, h, []string{proxy.Addr()})
 	b := mustLocker(t, h, nil)
-	guard := etcd.NewGuard(h.newClient(t), h.prefix+"fence/")
+	guard := newGuard(t, h.newClient(t), h.prefix+"fence/")
 
 	old, err := a.TryAcquire(ctxFor(t, 10*time.Second), key, locker.WithTTL(ttl), locker.WithAutoRefresh(true))
 	if err != nil {
@@ -278,7 +277,7 @@ func TestEtcd_FIFO_TwentyWaitersAcquireInArrivalOrder(t *testing.T) {
 				errs <- err
 			}
 		}()
-		waitKeys(t, raw, h.prefix+key+"/", int64(i+2))
+		waitKeys(t, raw, h.prefix+key+"\x00", int64(i+2))
 	}
 	if err := holder.Release(ctxFor(t, 10*time.Second)); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -293,7 +292,7 @@ func TestEtcd_FIFO_TwentyWaitersAcquireInArrivalOrder(t *testing.T) {
 			t.Fatalf("acquisition order %v, want 0..%d in order", order, waiters-1)
 		}
 	}
-	waitKeys(t, raw, h.prefix+key+"/", 0)
+	waitKeys(t, raw, h.prefix+key+"\x00", 0)
 }
 
 // TestEtcd_SameKeyTwiceOnOneLocker_Excludes: two acquisitions of one key
@@ -345,7 +344,7 @@ func TestEtcd_LeaseRevokedOnServer_DoneFires(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
-	resp, err := raw.Get(ctxFor(t, 10*time.Second), h.prefix+"revoked/", clientv3.WithPrefix())
+	resp, err := raw.Get(ctxFor(t, 10*time.Second), h.prefix+"revoked\x00", clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("reading the lock's key: %v (%d keys)", err, len(resp.Kvs))
 	}

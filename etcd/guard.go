@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -26,13 +27,32 @@ type Guard struct {
 
 var _ fencing.Guard = (*Guard)(nil)
 
-// NewGuard returns a Guard keeping its records under prefix
-// (DefaultGuardPrefix when empty) through cli, which the caller owns.
-func NewGuard(cli *clientv3.Client, prefix string) *Guard {
-	if prefix == "" {
-		prefix = DefaultGuardPrefix
+// A GuardOption configures a Guard.
+type GuardOption func(*Guard)
+
+// WithGuardPrefix sets the etcd key prefix under which a Guard records the
+// highest admitted token of each resource (default DefaultGuardPrefix; a
+// '/' is appended when missing, so Guards with different prefixes never
+// share a record). A prefix holding NUL is refused.
+func WithGuardPrefix(prefix string) GuardOption {
+	return func(g *Guard) { g.prefix = prefix }
+}
+
+// NewGuard returns a Guard over cli, which the caller owns. A nil client or
+// a bad option is refused with an error wrapping locker.ErrInvalidOption.
+func NewGuard(cli *clientv3.Client, opts ...GuardOption) (*Guard, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("%w: etcd guard: nil client", locker.ErrInvalidOption)
 	}
-	return &Guard{cli: cli, prefix: prefix}
+	g := &Guard{cli: cli, prefix: DefaultGuardPrefix}
+	for _, opt := range opts {
+		opt(g)
+	}
+	var err error
+	if g.prefix, err = checkPrefix(g.prefix, DefaultGuardPrefix); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // encodeToken writes a token as 20 decimal digits, so that etcd's byte-wise

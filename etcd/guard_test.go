@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/locker/etcd"
 	"github.com/distlock/locker/fencing"
 	"github.com/distlock/locker/internal/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -15,7 +14,7 @@ import (
 func TestGuard_StaleToken_RefusedAndItsWriteNotApplied(t *testing.T) {
 	h := newHarness(testenv.Etcd(t).Addr())
 	cli := h.newClient(t)
-	g := etcd.NewGuard(cli, h.prefix+"fence/")
+	g := newGuard(t, cli, h.prefix+"fence/")
 	ctx := ctxFor(t, 30*time.Second)
 	state := h.prefix + "state"
 
@@ -52,7 +51,7 @@ func TestGuard_StaleToken_RefusedAndItsWriteNotApplied(t *testing.T) {
 
 func TestGuard_NestedResourceNames_AreIndependent(t *testing.T) {
 	h := newHarness(testenv.Etcd(t).Addr())
-	g := etcd.NewGuard(h.newClient(t), h.prefix+"fence/")
+	g := newGuard(t, h.newClient(t), h.prefix+"fence/")
 	ctx := ctxFor(t, 30*time.Second)
 	if err := g.Admit(ctx, "a/b", 100); err != nil {
 		t.Fatalf("Admit(a/b, 100): %v", err)

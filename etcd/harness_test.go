@@ -77,7 +77,7 @@ func (h *harness) NewLocker(ctx context.Context, t *testing.T, opts ...locker.Op
 
 func (h *harness) newLocker(t testing.TB, endpoints []string, opts ...locker.Option) (locker.Locker, error) {
 	cli := h.newClient(t, endpoints...)
-	l, err := etcd.NewWithConfig(cli, etcd.Config{Prefix: h.prefix, RequestTimeout: 2 * time.Second}, opts...)
+	l, err := newLockerOn(h, cli, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +85,22 @@ func (h *harness) newLocker(t testing.TB, endpoints []string, opts ...locker.Opt
 	h.clients[l] = cli
 	h.mu.Unlock()
 	return l, nil
+}
+
+// newLockerOn returns a Locker over cli, with the harness's prefix and a
+// request timeout short enough for fault tests.
+func newLockerOn(h *harness, cli *clientv3.Client, opts ...locker.Option) (locker.Locker, error) {
+	return etcd.New(cli, append([]locker.Option{etcd.WithPrefix(h.prefix), etcd.WithRequestTimeout(2 * time.Second)}, opts...)...)
+}
+
+// newGuard returns a Guard over cli with its records under prefix.
+func newGuard(t testing.TB, cli *clientv3.Client, prefix string) *etcd.Guard {
+	t.Helper()
+	g, err := etcd.NewGuard(cli, etcd.WithGuardPrefix(prefix))
+	if err != nil {
+		t.Fatalf("NewGuard: %v", err)
+	}
+	return g
 }
 
 // TTL implements conformance.Harness: two whole seconds (etcd's shortest lock

@@ -1,22 +1,25 @@
 package etcd
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/distlock/locker"
 	"github.com/distlock/locker/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // DefaultPrefix is the etcd key prefix under which a Locker keeps its locks
-// when neither Config.Prefix nor the URL path names one.
+// when neither WithPrefix nor the URL path names one.
 const DefaultPrefix = "locker/"
 
 // escape encodes a stored lock key (any bytes, including '/' and NUL) as a
 // single path segment: '%', '/' and NUL become %25, %2F and %00, every other
 // byte stays as it is so that keys read naturally in etcdctl. The encoding is
-// injective (it can be decoded), and the result never contains '/', which is
-// what keeps the key ranges of "a" and "a/b" disjoint: see lockPrefix.
+// injective (it can be decoded), and the result contains neither '/' nor
+// NUL, which is what keeps the key ranges of "a" and "a/b", and of nested
+// prefixes, disjoint: see lockPrefix.
 func escape(key string) string {
 	if !strings.ContainsAny(key, "%/\x00") {
 		return key
@@ -39,11 +42,44 @@ func escape(key string) string {
 }
 
 // lockPrefix is the range holding one lock's waiter keys: prefix, the
-// escaped key, and a '/'. Because the escaped key contains no '/', the
-// lockPrefix of one key is never a prefix of another key's, so a range read
-// over one lock never sees another lock's waiters.
+// escaped key, and a NUL. Neither a prefix (normalizePrefix refuses NUL)
+// nor an escaped key holds a NUL, so the first NUL of any key a Locker
+// writes ends its prefix+escaped key; and since a prefix ends with '/' and
+// an escaped key holds none, that string splits into prefix and key in one
+// way only. So the range of one (prefix, key) never contains the keys of
+// another, even when one prefix extends another: prefix P/ with key "k" and
+// prefix P/k/ with key "x" stay apart (a '/' terminator made P/k/ a range
+// containing every lock of the prefix P/k/).
 func lockPrefix(prefix, key string) string {
-	return prefix + escape(key) + "/"
+	return prefix + escape(key) + "\x00"
+}
+
+// tombstoneKey is the key that, once written, stops a create of the waiter
+// key name whose outcome was unknown from ever taking effect: every create
+// txn requires it to be absent (see backend.deleteOwn). It sits outside
+// every lock range of every prefix: its first NUL follows its prefix, which
+// ends with '/', while a lock range's first NUL follows an escaped key.
+func tombstoneKey(prefix, name string) string {
+	return prefix + "\x00" + name[len(prefix):]
+}
+
+// normalizePrefix checks a Locker's key prefix and ends it with '/'.
+func normalizePrefix(prefix string) (string, error) {
+	return checkPrefix(prefix, DefaultPrefix)
+}
+
+// checkPrefix checks a key prefix (def if empty) and ends it with '/'.
+func checkPrefix(prefix, def string) (string, error) {
+	if prefix == "" {
+		prefix = def
+	}
+	if strings.IndexByte(prefix, 0) >= 0 {
+		return "", fmt.Errorf("%w: etcd: prefix %q contains NUL", locker.ErrInvalidOption, prefix)
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return prefix, nil
 }
 
 // waiterKey is the etcd key of one acquisition: the lock's prefix, the id of

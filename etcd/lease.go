@@ -117,6 +117,7 @@ type ownKey struct {
 	sl    *sharedLease
 	slot  slot
 	name  string
+	tomb  string // tombstoneKey of name
 	value string
 	freed bool // under sl.mu: the slot went back, maybe to another acquisition
 }
@@ -136,7 +137,14 @@ func (s *sharedLease) claim(prefix string, owner driver.OwnerID, label string) *
 	if s.slots != nil {
 		s.slots[k] = struct{}{}
 	}
-	return &ownKey{sl: s, slot: k, name: waiterKey(prefix, s.id, k.n), value: waiterValue(owner, label)}
+	name := waiterKey(prefix, s.id, k.n)
+	return &ownKey{sl: s, slot: k, name: name, tomb: tombstoneKey(s.b.prefix, name), value: waiterValue(owner, label)}
+}
+
+// notTombstoned is the compare every create txn of k makes: k's name has
+// no tombstone (see backend.deleteOwn).
+func (k *ownKey) notTombstoned() clientv3.Cmp {
+	return clientv3.Compare(clientv3.Version(k.tomb), "=", 0)
 }
 
 // free returns the name for reuse once the key is known to be gone. A name
@@ -172,6 +180,9 @@ func (s *sharedLease) die(cause error) {
 		delete(s.b.leases, s.ttl)
 	}
 	s.b.mu.Unlock()
+	if !errors.Is(cause, locker.ErrClosed) {
+		s.b.log.Warn("etcd: shared lease lost", "lease", int64(s.id), "ttl", s.ttl, "locks", len(users), "cause", cause)
+	}
 	for _, l := range users {
 		if l.lost != nil {
 			l.lost(cause)
@@ -209,6 +220,7 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		default:
+			s.b.log.Debug("etcd: lease renewal failed", "lease", int64(s.id), "err", err)
 			s.mu.Lock()
 			stale := time.Since(s.renewed) >= s.leaseTTL
 			s.mu.Unlock()

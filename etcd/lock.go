@@ -77,15 +77,12 @@ func (l *lock) Release(ctx context.Context) error {
 // Expire implements driver.Expirer. The shared lease outlives the lock's
 // TTL while the backend runs, so a holder that stopped refreshing must free
 // the lock itself when its local deadline passes: delete the own key
-// (conditionally on its create revision), retrying until ctx ends. If the
-// cluster cannot be reached, the lease is not renewed either and the server
-// frees the key when it expires.
+// (conditionally on its create revision). If the cluster cannot be reached
+// now, the delete is retried in the background beyond ctx, until it
+// succeeds, the lease dies (and the key with it) or the backend closes
+// (revoking the lease): an outage shorter than the lease's life would
+// otherwise end with the lease renewed and the key kept for good.
 func (l *lock) Expire(ctx context.Context) {
 	l.sl.remove(l)
-	bo := newBackoff()
-	for l.b.deleteOwn(ctx, l.own, l.rev) != nil {
-		if bo.sleep(ctx, l.sl) != nil {
-			return
-		}
-	}
+	l.b.remove(ctx, l.own, l.rev)
 }

@@ -25,7 +25,7 @@ func TestOpen_URLPrefix_LocksLiveUnderIt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
-	resp, err := h.newClient(t).Get(ctxFor(t, 10*time.Second), prefix+"/k%2F1/", clientv3.WithPrefix())
+	resp, err := h.newClient(t).Get(ctxFor(t, 10*time.Second), prefix+"/k%2F1\x00", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}

@@ -14,12 +14,11 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
-	"github.com/distlock/locker/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
-func init() { locker.Register(Scheme, locker.BackendOpener(open)) }
+func init() { locker.Register(Scheme, open) }
 
 // DefaultPort is the client port assumed for a host given without one.
 const DefaultPort = "2379"
@@ -28,10 +27,11 @@ const DefaultPort = "2379"
 // set dial_timeout.
 const DefaultDialTimeout = 5 * time.Second
 
-// urlConfig is everything a URL says.
+// urlConfig is everything a URL says: how to make the client, and the
+// backend options (WithPrefix from the path, WithRequestTimeout).
 type urlConfig struct {
 	client clientv3.Config
-	cfg    Config
+	opts   []locker.Option
 }
 
 func invalid(format string, args ...any) error {
@@ -79,7 +79,12 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 			return nil, invalid("user info has a password but no user name")
 		}
 	}
-	c.cfg.Prefix = strings.TrimPrefix(u.Path, "/")
+	if prefix := strings.TrimPrefix(u.Path, "/"); prefix != "" {
+		if strings.IndexByte(prefix, 0) >= 0 {
+			return nil, invalid("path (the key prefix) %q contains NUL", prefix)
+		}
+		c.opts = append(c.opts, WithPrefix(prefix))
+	}
 
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
@@ -120,7 +125,7 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 			if name == "dial_timeout" {
 				c.client.DialTimeout = d
 			} else {
-				c.cfg.RequestTimeout = d
+				c.opts = append(c.opts, WithRequestTimeout(d))
 			}
 		default:
 			return nil, invalid("unknown query parameter %q (known: tls, ca_file, cert_file, key_file, server_name, insecure_skip_verify, dial_timeout, request_timeout, and locker's ttl, namespace, owner)", name)
@@ -160,35 +165,37 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 	return c, nil
 }
 
-// open is the Opener registered for the etcd scheme. It connects, and
-// checks with one serializable read of the prefix that the cluster answers
-// (and that the credentials may read it), so that a bad address fails at
-// Open rather than at the first acquisition.
-func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
-	c, err := parseURL(u)
+// open is the Opener registered for the etcd scheme. It makes a client the
+// Locker owns, logging through WithLogger's logger, and checks with one
+// serializable read of the prefix that the cluster answers (and that the
+// credentials may read it), so that a bad address fails at Open rather
+// than at the first acquisition.
+func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker, error) {
+	uc, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
-	// The client logs through zap at info level by default; a library must
-	// stay quiet (DESIGN §5: logging off by default).
-	c.client.Logger = zap.NewNop()
-	cli, err := clientv3.New(c.client)
+	// The URL's options first: the caller's, after them, win.
+	opts = append(uc.opts, opts...)
+	c, err := splitOptions(opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", strings.Join(c.client.Endpoints, ","), err)
-	}
-	b, err := newBackend(cli, c.cfg, true)
-	if err != nil {
-		_ = cli.Close()
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.client.DialTimeout)
+	// The client logs through zap, at info level unless told otherwise;
+	// here it logs to WithLogger's handler, which discards by default.
+	uc.client.Logger = zap.New(newSlogCore(c.logger.Handler()))
+	cli, err := clientv3.New(uc.client)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", strings.Join(uc.client.Endpoints, ","), err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, uc.client.DialTimeout)
 	defer cancel()
-	if _, err := cli.Get(pctx, b.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable()); err != nil {
-		_ = b.Close()
+	if _, err := cli.Get(pctx, c.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable()); err != nil {
+		_ = cli.Close()
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no answer from %s within %v", strings.Join(c.client.Endpoints, ","), c.client.DialTimeout)
+			err = fmt.Errorf("no answer from %s within %v", strings.Join(uc.client.Endpoints, ","), uc.client.DialTimeout)
 		}
 		return nil, err
 	}
-	return b, nil
+	return newLocker(cli, true, c) // closes cli on failure
 }

@@ -25,8 +25,12 @@ func TestParseURL_Valid(t *testing.T) {
 	if c.client.Username != "alice" || c.client.Password != "s3cret" {
 		t.Errorf("credentials %q/%q", c.client.Username, c.client.Password)
 	}
-	if c.cfg.Prefix != "app/locks" || c.cfg.RequestTimeout != 2*time.Second || c.client.DialTimeout != 3*time.Second {
-		t.Errorf("prefix %q, request timeout %v, dial timeout %v", c.cfg.Prefix, c.cfg.RequestTimeout, c.client.DialTimeout)
+	bc, err := splitOptions(c.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc.prefix != "app/locks/" || bc.requestTimeout != 2*time.Second || c.client.DialTimeout != 3*time.Second {
+		t.Errorf("prefix %q, request timeout %v, dial timeout %v", bc.prefix, bc.requestTimeout, c.client.DialTimeout)
 	}
 	if c.client.TLS != nil {
 		t.Error("TLS set without being asked for")
@@ -55,6 +59,7 @@ func TestParseURL_Malformed_NamesThePart(t *testing.T) {
 		"etcd://h1/?cert_file=/x":         "cert_file and key_file",
 		"etcd://h1/?ca_file=/nonexistent": "ca_file",
 		"etcd://:pw@h1/":                  "user name",
+		"etcd://h1/a%00b":                 "NUL",
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
@@ -71,8 +76,8 @@ func TestEscape_DistinctKeys_DisjointRanges(t *testing.T) {
 	keys := []string{"a", "a/b", "a/", "/a", "a%2Fb", "a%b", "a\x00b", "a\x00", "%", "%25", "..", "a b", "ä", "a/b/c"}
 	for i, a := range keys {
 		pa := lockPrefix("p/", a)
-		if strings.Count(pa, "/") != 2 {
-			t.Errorf("lockPrefix(%q) = %q: the escaped key contains '/'", a, pa)
+		if strings.Count(pa, "/") != 1 || strings.Count(pa, "\x00") != 1 {
+			t.Errorf("lockPrefix(%q) = %q: the escaped key contains '/' or NUL", a, pa)
 		}
 		for j, b := range keys {
 			if i == j {
@@ -87,7 +92,7 @@ func TestEscape_DistinctKeys_DisjointRanges(t *testing.T) {
 		t.Error("two slots or two leases share a waiter key")
 	}
 	// Slots: a name is handed out once at a time, and reused once freed.
-	s := &sharedLease{id: 7, slots: map[slot]struct{}{}}
+	s := &sharedLease{b: &backend{prefix: "p/"}, id: 7, slots: map[slot]struct{}{}}
 	k0, k1 := s.claim("p/a/", driver.NewOwnerID(), ""), s.claim("p/a/", driver.NewOwnerID(), "")
 	if k0.name == k1.name {
 		t.Fatalf("two live acquisitions got the name %q", k0.name)

@@ -17,6 +17,7 @@ import (
 // SQLSTATE codes the backend tells apart.
 const (
 	codeLockNotAvailable = "55P03" // FOR UPDATE NOWAIT found the row locked
+	codeUndefinedObject  = "42704" // e.g. an unrecognized run-time parameter at connect
 )
 
 // cancelTimeout bounds the cancel request that takes a cancelled Acquire out
@@ -28,9 +29,34 @@ const cancelTimeout = 2 * time.Second
 // sequence below its floor (first use after a server restart).
 const maxAttempts = 8
 
-// floorCheckedKey marks a connection whose token floor has been checked since
-// it was opened (pgconn CustomData key).
-const floorCheckedKey = "github.com/distlock/locker/postgres.floor"
+// connStateKey keys what the backend knows of a connection (a *connState
+// in pgconn's CustomData), learnt when the connection is first used.
+const connStateKey = "github.com/distlock/locker/postgres.conn"
+
+// connState is what the backend knows of one connection.
+type connState struct {
+	// txTimeout: the server has transaction_timeout (PostgreSQL 17 and
+	// later), which the lock transaction must clear as well.
+	txTimeout bool
+	// ident is the server's identity when this connection last checked the
+	// token floor: a connection that meets another (a pooler moved it to a
+	// restarted or promoted server) checks the floor again.
+	ident serverIdent
+}
+
+// serverIdent tells one life of a server from the next without reading the
+// control file: its start time, and the time of the last transaction it
+// replayed as a standby (0 if it never was one since it started), which a
+// promotion leaves set. The system identifier would not do: a physical
+// replica shares its primary's.
+type serverIdent struct{ start, replayed int64 } // microseconds since 1970
+
+// identSQL selects a serverIdent.
+const identSQL = "(extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint, " +
+	"coalesce((extract(epoch FROM pg_last_xact_replay_timestamp()) * 1000000)::bigint, 0)"
+
+// floor is the value every token of this server life must exceed.
+func (id serverIdent) floor() int64 { return max(id.start, id.replayed) }
 
 type outcome int
 
@@ -65,18 +91,20 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 		return nil, err
 	}
 	pg := conn.Conn().PgConn()
-	if _, ok := pg.CustomData()[floorCheckedKey]; !ok {
+	st, _ := pg.CustomData()[connStateKey].(*connState)
+	if st == nil {
 		// A new session: the server may have crashed and restarted without
 		// a new start time (crash recovery after a backend died), losing
 		// sequence advances of transactions that never committed.
-		if err := b.raiseFloor(ctx, conn.Conn()); err != nil {
+		var err error
+		if st, err = b.firstUse(ctx, conn.Conn()); err != nil {
 			return nil, err
 		}
-		pg.CustomData()[floorCheckedKey] = true
+		pg.CustomData()[connStateKey] = st
 	}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		out, token, err := b.attempt(ctx, conn.Conn(), req, try)
+		out, token, ident, err := b.attempt(ctx, conn.Conn(), req, try, st)
 		if err != nil {
 			return nil, err
 		}
@@ -88,11 +116,11 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 				// it now so that the local deadline is not cut short by the
 				// wait (or already past).
 				start = time.Now()
-				if _, err := conn.Exec(ctx, refreshSQL, millis(req.TTL)); err != nil {
+				if _, err := conn.Exec(ctx, idleTimeoutSQL, millis(req.TTL)); err != nil {
 					return nil, fmt.Errorf("restarting the idle timer after the wait: %w", err)
 				}
 			}
-			l := &lock{b: b, conn: conn, lost: req.Lost, token: token, start: start}
+			l := &lock{b: b, conn: conn, lost: req.Lost, token: token, start: start, ident: ident, turn: make(chan struct{}, 1)}
 			b.track(l)
 			l.mu.Lock()
 			l.startWatch()
@@ -106,10 +134,14 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 				return nil, fmt.Errorf("inserting the key's row: %w", err)
 			}
 		case belowFloor:
+			if ident != st.ident {
+				b.log.Warn("postgres: the server changed under a pooled connection (a restart or a failover behind a pooler); raising the token floor",
+					"started_us", ident.start, "replayed_us", ident.replayed)
+			}
 			if err := rollback(ctx, conn.Conn()); err != nil {
 				return nil, err
 			}
-			if err := b.raiseFloor(ctx, conn.Conn()); err != nil {
+			if st.ident, err = b.raiseFloor(ctx, conn.Conn(), nil); err != nil {
 				return nil, err
 			}
 		}
@@ -127,16 +159,24 @@ const (
 	// The server ends the session, and with it the lock, when the holder
 	// stays silent in the transaction for the TTL. lock_timeout and
 	// statement_timeout are cleared so that only the caller's context bounds
-	// a wait, whatever the role's defaults are.
+	// a wait, and transaction_timeout (PostgreSQL 17; the server refuses the
+	// name before) so that only the TTL of silence bounds a hold, whatever
+	// the role's or database's defaults are.
 	settingsSQL = "SELECT set_config('idle_in_transaction_session_timeout', $1, true), " +
 		"set_config('lock_timeout', '0', true), set_config('statement_timeout', '0', true)"
-	labelSQL = "SELECT set_config('application_name', $1, true)"
-	// tokenSQL returns the next token and the floor it must exceed: the
-	// server's start time in microseconds.
-	tokenSQL = "SELECT nextval($1::regclass), (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint"
-	// refreshSQL is the cheap statement of Refresh: any statement restarts
-	// the idle timer; this one also sets it to the (possibly new) TTL.
-	refreshSQL = "SELECT set_config('idle_in_transaction_session_timeout', $1, true)"
+	settingsTxTimeoutSQL = settingsSQL + ", set_config('transaction_timeout', '0', true)"
+	labelSQL             = "SELECT set_config('application_name', $1, true)"
+	// tokenSQL returns the next token and the server's identity, whose
+	// floor the token must exceed.
+	tokenSQL = "SELECT nextval($1::regclass), " + identSQL
+	// idleTimeoutSQL restarts the idle timer (any statement does) and sets
+	// it to the (possibly new) TTL.
+	idleTimeoutSQL = "SELECT set_config('idle_in_transaction_session_timeout', $1, true)"
+	// refreshSQL is the statement of Refresh: idleTimeoutSQL, and whether
+	// the server is still the one that granted the lock.
+	refreshSQL = "SELECT set_config('idle_in_transaction_session_timeout', $1, true), " + identSQL + ", pg_is_in_recovery()"
+	// hasTxTimeoutSQL tells whether the server has transaction_timeout.
+	hasTxTimeoutSQL = "SELECT EXISTS (SELECT 1 FROM pg_settings WHERE name = 'transaction_timeout')"
 )
 
 func (b *backend) lockSQL(try bool) string {
@@ -151,10 +191,14 @@ func (b *backend) lockSQL(try bool) string {
 // the lock transaction; on rowMissing or belowFloor it is in a transaction
 // the caller rolls back; on error it is in any state (the caller's Release
 // of the connection sorts that out).
-func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Request, try bool) (outcome, uint64, error) {
+func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Request, try bool, st *connState) (outcome, uint64, serverIdent, error) {
 	batch := &pgx.Batch{}
 	batch.Queue(beginSQL)
-	batch.Queue(settingsSQL, millis(req.TTL))
+	if st.txTimeout {
+		batch.Queue(settingsTxTimeoutSQL, millis(req.TTL))
+	} else {
+		batch.Queue(settingsSQL, millis(req.TTL))
+	}
 	if req.Label != "" {
 		batch.Queue(labelSQL, "locker "+req.Label)
 	}
@@ -197,7 +241,7 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 	}
 
 	br := conn.SendBatch(bctx, batch)
-	out, token, err := readAcquire(br, req.Label != "")
+	out, token, ident, err := readAcquire(br, req.Label != "", st.ident)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -211,42 +255,48 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 		var pgErr *pgconn.PgError
 		if try && errors.As(err, &pgErr) && pgErr.Code == codeLockNotAvailable {
 			if rerr := rollback(ctx, conn); rerr != nil {
-				return 0, 0, rerr
+				return 0, 0, serverIdent{}, rerr
 			}
-			return 0, 0, locker.ErrLocked
+			return 0, 0, serverIdent{}, locker.ErrLocked
 		}
-		return 0, 0, err
+		return 0, 0, serverIdent{}, err
 	}
-	return out, token, nil
+	return out, token, ident, nil
 }
 
-func readAcquire(br pgx.BatchResults, label bool) (outcome, uint64, error) {
+// readAcquire reads the results of an acquisition batch. checked is the
+// server identity under which the connection last checked the token floor.
+func readAcquire(br pgx.BatchResults, label bool, checked serverIdent) (outcome, uint64, serverIdent, error) {
+	var id serverIdent
 	if _, err := br.Exec(); err != nil {
-		return 0, 0, fmt.Errorf("begin: %w", err)
+		return 0, 0, id, fmt.Errorf("begin: %w", err)
 	}
 	if _, err := br.Exec(); err != nil {
-		return 0, 0, fmt.Errorf("setting the idle timeout: %w", err)
+		return 0, 0, id, fmt.Errorf("setting the timeouts: %w", err)
 	}
 	if label {
 		if _, err := br.Exec(); err != nil {
-			return 0, 0, fmt.Errorf("setting application_name: %w", err)
+			return 0, 0, id, fmt.Errorf("setting application_name: %w", err)
 		}
 	}
 	tag, err := br.Exec()
 	if err != nil {
-		return 0, 0, fmt.Errorf("locking the row: %w", err)
+		return 0, 0, id, fmt.Errorf("locking the row: %w", err)
 	}
-	var n, floor int64
-	if err := br.QueryRow().Scan(&n, &floor); err != nil {
-		return 0, 0, fmt.Errorf("taking the token: %w", err)
+	var n int64
+	if err := br.QueryRow().Scan(&n, &id.start, &id.replayed); err != nil {
+		return 0, 0, id, fmt.Errorf("taking the token: %w", err)
 	}
 	switch {
 	case tag.RowsAffected() == 0:
-		return rowMissing, 0, nil
-	case n <= floor:
-		return belowFloor, 0, nil
+		return rowMissing, 0, id, nil
+	case n <= id.floor() || id != checked:
+		// Below this server life's floor, or on another server life than
+		// the floor was checked under (a pooler's connection that survived
+		// a restart or a failover): raise the floor first.
+		return belowFloor, 0, id, nil
 	}
-	return granted, uint64(n), nil
+	return granted, uint64(n), id, nil
 }
 
 func rollback(ctx context.Context, conn *pgx.Conn) error {
@@ -275,17 +325,37 @@ func (b *backend) raiseFloorSQL() string {
 		"WHERE f > (SELECT last_value FROM " + b.n.sequence + ")"
 }
 
-func (b *backend) raiseFloor(ctx context.Context, conn *pgx.Conn) error {
+// raiseFloor raises the token floor and returns the server identity it was
+// raised under. With st (a connection's first use), it also learns which
+// settings the server has, in the same round trip.
+func (b *backend) raiseFloor(ctx context.Context, conn *pgx.Conn, st *connState) (serverIdent, error) {
+	var id serverIdent
 	batch := &pgx.Batch{}
+	if st != nil {
+		batch.Queue(hasTxTimeoutSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&st.txTimeout) })
+	}
 	batch.Queue("BEGIN")
 	// The raise need not survive a crash: after one, the next connection
 	// raises the sequence again, to a later clock. So no WAL flush.
 	batch.Queue("SET LOCAL synchronous_commit = off")
 	batch.Queue("SELECT pg_advisory_xact_lock($1)", schemaLockKey+1)
 	batch.Queue(b.raiseFloorSQL(), b.n.sequence)
+	batch.Queue("SELECT " + identSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&id.start, &id.replayed) })
 	batch.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("raising the token floor: %w", err)
+		return id, fmt.Errorf("raising the token floor: %w", err)
 	}
-	return nil
+	return id, nil
+}
+
+// firstUse learns what the backend needs to know of a new connection and
+// checks the token floor, in one round trip.
+func (b *backend) firstUse(ctx context.Context, conn *pgx.Conn) (*connState, error) {
+	st := &connState{}
+	id, err := b.raiseFloor(ctx, conn, st)
+	if err != nil {
+		return nil, err
+	}
+	st.ident = id
+	return st, nil
 }

@@ -38,7 +38,12 @@ func newBenchEnv(b *testing.B, conns int32) *benchEnv {
 	dsn := testenv.PostgresDB(b)
 	pc := mustPoolConfig(b, dsn)
 	pc.MaxConns = conns
-	l, err := postgres.NewFromConfig(pc, postgres.Config{})
+	lpool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(lpool.Close)
+	l, err := postgres.New(lpool)
 	if err != nil {
 		b.Fatal(err)
 	}

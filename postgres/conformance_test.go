@@ -8,5 +8,5 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, newHarness(testenv.PostgresDB(t)))
+	conformance.Run(t, newHarness(t, testenv.PostgresDB(t)))
 }

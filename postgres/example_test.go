@@ -13,10 +13,10 @@ import (
 	"github.com/distlock/locker/postgres"
 )
 
-// Open a Locker from a URL: the libpq URL plus table and schema.
+// Open a Locker from a URL: the libpq URL plus this package's parameters.
 func Example_openFromURL() {
 	ctx := context.Background()
-	l, err := locker.Open(ctx, "postgres://app@localhost:5432/app?table=locks&schema=infra&pool_max_conns=32&ttl=30s")
+	l, err := locker.Open(ctx, "postgres://app@localhost:5432/app?table=locks&schema=infra&max_conns=32&ttl=30s")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,20 +30,21 @@ func Example_openFromURL() {
 	}
 }
 
-// Fence writes with the SQL guard inside the transaction that makes them.
-func ExampleGuard_AdmitTx() {
+// Fence a write with the SQL guard: the token is admitted and the write
+// made in one transaction, or neither.
+func ExampleGuard_Write() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, "postgres://app@localhost:5432/app")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	l, err := postgres.New(pool, postgres.Config{}, locker.WithTTL(10*time.Second))
+	l, err := postgres.New(pool, locker.WithTTL(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer l.Close()
-	guard, err := postgres.NewGuard(pool, postgres.GuardConfig{})
+	guard, err := postgres.NewGuard(pool)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -52,11 +53,9 @@ func ExampleGuard_AdmitTx() {
 		log.Fatal(err)
 	}
 	defer lease.Release(ctx)
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		// Refused with fencing.ErrStaleToken if a newer holder wrote first.
-		if err := guard.AdmitTx(ctx, tx, "invoice/42", lease.Token()); err != nil {
-			return err
-		}
+	// Refused with fencing.ErrStaleToken, writing nothing, if a newer holder
+	// wrote first.
+	err = guard.Write(ctx, "invoice/42", lease.Token(), func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "UPDATE invoices SET paid = true WHERE id = 42")
 		return err
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
@@ -24,8 +25,8 @@ import (
 func TestPostgres_TerminatedBackend_DoneFiresOtherAcquiresStaleWriteRefused(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
 	admin := adminConn(t, dsn)
-	a, b := newLocker(t, dsn, postgres.Config{}), newLocker(t, dsn, postgres.Config{})
-	guard, err := postgres.NewGuard(newPool(t, dsn), postgres.GuardConfig{})
+	a, b := newLocker(t, dsn), newLocker(t, dsn)
+	guard, err := postgres.NewGuard(newPool(t, dsn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +103,13 @@ func TestPostgres_TerminatedBackend_DoneFiresOtherAcquiresStaleWriteRefused(t *t
 // after the TTL: the lock is free with nobody releasing it.
 func TestPostgres_SilentHolder_CutOffByServerAfterTTL(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
-	h := newHarness(dsn)
+	h := newHarness(t, dsn)
 	silent, err := h.NewLocker(ctxT(t, 10*time.Second), t)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = silent.Close() })
-	other := newLocker(t, dsn, postgres.Config{})
+	other := newLocker(t, dsn)
 	admin := adminConn(t, dsn)
 
 	const ttl = time.Second
@@ -157,8 +158,8 @@ func TestPostgres_PartitionedClient_LosesLeaseByLocalDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Host = proxy.Addr()
-	far := newLocker(t, u.String(), postgres.Config{})
-	near := newLocker(t, dsn, postgres.Config{})
+	far := newLocker(t, u.String())
+	near := newLocker(t, dsn)
 
 	const ttl = time.Second
 	k := randomKey("partition")
@@ -203,7 +204,7 @@ func TestPostgres_PartitionedClient_LosesLeaseByLocalDeadline(t *testing.T) {
 func TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T) {
 	srv := testenv.Postgres(t)
 	dsn := testenv.PostgresDB(t)
-	before := newLocker(t, dsn, postgres.Config{})
+	before := newLocker(t, dsn)
 
 	var keys []string
 	var maxBefore uint64
@@ -245,7 +246,7 @@ func TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T)
 	t.Logf("largest token before the kill %d; sequence after the restart, before any lock: %d (%s)",
 		maxBefore, seqAfter, map[bool]string{true: "went back: the floor is what saves the day", false: "kept"}[uint64(seqAfter) < maxBefore])
 
-	after := newLocker(t, dsn, postgres.Config{})
+	after := newLocker(t, dsn)
 	for i, k := range append(keys, randomKey("kill-new"), randomKey("kill-new")) {
 		lease, err := after.Acquire(ctxT(t, 30*time.Second), k, locker.WithTTL(time.Minute))
 		if err != nil {
@@ -266,7 +267,7 @@ func TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T)
 // that would be granted the lock after the holder.
 func TestPostgres_CancelledAcquire_LeavesNoWaiterInLockQueue(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
-	a, b := newLocker(t, dsn, postgres.Config{}), newLocker(t, dsn, postgres.Config{})
+	a, b := newLocker(t, dsn), newLocker(t, dsn)
 	admin := adminConn(t, dsn)
 	k := randomKey("cancel")
 	held, err := a.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(time.Minute))
@@ -280,19 +281,7 @@ func TestPostgres_CancelledAcquire_LeavesNoWaiterInLockQueue(t *testing.T) {
 		_, err := b.Acquire(ctx, k, locker.WithTTL(time.Minute), locker.WithOwner("waiter"))
 		errc <- err
 	}()
-	// Wait until the waiter really is in the lock queue.
-	for {
-		var waiting bool
-		err := admin.QueryRow(ctxT(t, 10*time.Second),
-			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = 'locker waiter' AND wait_event_type = 'Lock')").Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLockWait(t, admin, "waiter")
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Acquire = %v, want context.Canceled", err)
@@ -318,7 +307,7 @@ func TestPostgres_PoolExhausted_TryAcquireFailsAcquireWaits(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
 	u, _ := url.Parse(dsn)
 	q := u.Query()
-	q.Set("pool_max_conns", "2")
+	q.Set("max_conns", "2")
 	u.RawQuery = q.Encode()
 	l, err := locker.Open(ctxT(t, 10*time.Second), u.String())
 	if err != nil {
@@ -355,5 +344,78 @@ func TestPostgres_PoolExhausted_TryAcquireFailsAcquireWaits(t *testing.T) {
 	}
 	if err := <-errc; err != nil {
 		t.Fatalf("Acquire after a release freed a connection: %v", err)
+	}
+}
+
+// TestPostgres_CloseDuringRefreshAndRelease_NoRaceBothReturn: Close of a
+// Locker while a Refresh and a Release of two of its leases are stuck
+// sending their statement (the socket's send buffer full, as when the
+// server stopped reading) — the root stops waiting for them after its
+// clean-up budget and closes the backend — must not touch the pinned
+// connections under the running statements: -race finds no race, both
+// calls and Close return, and the server frees both rows.
+func TestPostgres_CloseDuringRefreshAndRelease_NoRaceBothReturn(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &stallDialer{}
+	pc.ConnConfig.DialFunc = d.dial
+	pool, err := pgxpool.NewWithConfig(ctxT(t, 10*time.Second), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	far, err := postgres.New(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := newLocker(t, dsn)
+
+	k1, k2 := randomKey("close-refresh"), randomKey("close-release")
+	var leases []locker.Lease
+	for _, k := range []string{k1, k2} {
+		lease, err := far.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(time.Minute), locker.WithAutoRefresh(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, lease)
+	}
+	d.stall()
+	errs := make(chan error, 2)
+	go func() { errs <- leases[0].Refresh(ctxT(t, time.Minute)) }()
+	go func() { errs <- leases[1].Release(ctxT(t, time.Minute)) }()
+	d.waitStalled(t, 2)
+
+	closed := make(chan error, 1)
+	go func() { closed <- far.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err == nil {
+				t.Fatal("a Refresh or Release stuck at Close succeeded")
+			}
+			t.Logf("call in flight at Close: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("a Refresh or Release in flight at Close did not return")
+		}
+	}
+	for _, k := range []string{k1, k2} {
+		lease, err := near.Acquire(ctxT(t, 30*time.Second), k)
+		if err != nil {
+			t.Fatalf("Acquire %q after the closed Locker's locks: %v", k, err)
+		}
+		if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

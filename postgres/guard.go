@@ -20,20 +20,31 @@ import (
 // (2^63-1), which no PostgreSQL lock of this package hands out.
 var ErrTokenRange = errors.New("postgres: guard: token does not fit a bigint")
 
-// GuardConfig names the table of a Guard. The zero value uses DefaultSchema
-// and DefaultFenceTable.
-type GuardConfig struct {
-	Schema string
-	Table  string
-	// SkipSchemaCreation, when true, never runs the DDL of guard.sql.
-	SkipSchemaCreation bool
+// GuardOption is an option of NewGuard.
+type GuardOption func(*guardConfig)
+
+type guardConfig struct {
+	schema, table string
+	skipDDL       bool
+}
+
+// WithGuardSchema names the schema of the guard's table (default "public").
+func WithGuardSchema(name string) GuardOption { return func(c *guardConfig) { c.schema = name } }
+
+// WithGuardTable names the guard's table (default "locker_fences").
+func WithGuardTable(name string) GuardOption { return func(c *guardConfig) { c.table = name } }
+
+// WithGuardSkipSchemaCreation, when true, never runs the DDL of guard.sql:
+// a migration made the table.
+func WithGuardSkipSchemaCreation(skip bool) GuardOption {
+	return func(c *guardConfig) { c.skipDDL = skip }
 }
 
 // Guard is a fencing.Guard kept in PostgreSQL: a table of the highest token
-// admitted per resource. Use AdmitTx inside the transaction that performs
-// the protected write, so that the check, the new highest token and the
-// write commit together or not at all; Admit is the same check in a
-// transaction of its own.
+// admitted per resource. Write admits a token and runs the protected write
+// in one transaction, so that the check, the new highest token and the
+// write commit together or not at all; AdmitTx does the same inside a
+// transaction the caller already has; Admit is the check alone.
 //
 // Admission is one statement, INSERT … ON CONFLICT DO UPDATE … WHERE
 // stored <= new: a stale token updates zero rows and is refused with
@@ -54,31 +65,32 @@ type Guard struct {
 var _ fencing.Guard = (*Guard)(nil)
 
 // NewGuard returns a Guard whose table lives in the database of pool (used
-// for Admit and to create the table on first use).
-func NewGuard(pool *pgxpool.Pool, cfg GuardConfig) (*Guard, error) {
+// by Admit and Write, and to create the table on first use). Bad names are
+// refused with locker.ErrInvalidOption.
+func NewGuard(pool *pgxpool.Pool, opts ...GuardOption) (*Guard, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: postgres: guard: nil pool", locker.ErrInvalidOption)
 	}
-	if cfg.Schema == "" {
-		cfg.Schema = DefaultSchema
+	cfg := guardConfig{schema: DefaultSchema, table: DefaultFenceTable}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
 	}
-	if cfg.Table == "" {
-		cfg.Table = DefaultFenceTable
-	}
-	if err := checkName("schema", cfg.Schema, maxIdentLen); err != nil {
+	if err := checkName("schema", cfg.schema, maxIdentLen); err != nil {
 		return nil, fmt.Errorf("%w: postgres: guard: %w", locker.ErrInvalidOption, err)
 	}
-	if err := checkName("table", cfg.Table, maxIdentLen); err != nil {
+	if err := checkName("table", cfg.table, maxIdentLen); err != nil {
 		return nil, fmt.Errorf("%w: postgres: guard: %w", locker.ErrInvalidOption, err)
 	}
-	qs, qt := pgx.Identifier{cfg.Schema}.Sanitize(), pgx.Identifier{cfg.Table}.Sanitize()
+	qs, qt := pgx.Identifier{cfg.schema}.Sanitize(), pgx.Identifier{cfg.table}.Sanitize()
 	table := qs + "." + qt
 	return &Guard{
 		pool:   pool,
 		table:  table,
-		schema: cfg.Schema,
+		schema: cfg.schema,
 		ddl:    strings.NewReplacer("{{schema}}", qs, "{{table}}", qt).Replace(guardSQL),
-		skip:   cfg.SkipSchemaCreation,
+		skip:   cfg.skipDDL,
 		once:   newOnceCtx(),
 		upsert: "INSERT INTO " + table + " AS f (resource, token) VALUES ($1, $2) " +
 			"ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE f.token <= EXCLUDED.token",
@@ -105,6 +117,19 @@ func (g *Guard) AdmitTx(ctx context.Context, tx pgx.Tx, resource string, token u
 	}
 	tag, err := tx.Exec(ctx, g.upsert, resource, int64(token))
 	return g.result(resource, token, tag, err)
+}
+
+// Write admits token for resource and runs fn in the same transaction on
+// the guard's pool, committing both or neither: fencing.ErrStaleToken (and
+// no call of fn) if a higher token was admitted before; fn's error, with
+// the transaction rolled back, if fn fails.
+func (g *Guard) Write(ctx context.Context, resource string, token uint64, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
+		if err := g.AdmitTx(ctx, tx, resource, token); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 func (g *Guard) prepare(ctx context.Context, resource string, token uint64) error {

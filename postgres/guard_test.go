@@ -17,7 +17,7 @@ import (
 // TestGuard_AdmitsNonDecreasingTokens_RefusesStale: the guard's promise as
 // a fencing.Guard, resource by resource.
 func TestGuard_AdmitsNonDecreasingTokens_RefusesStale(t *testing.T) {
-	g, err := postgres.NewGuard(newPool(t, testenv.PostgresDB(t)), postgres.GuardConfig{})
+	g, err := postgres.NewGuard(newPool(t, testenv.PostgresDB(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestGuard_AdmitsNonDecreasingTokens_RefusesStale(t *testing.T) {
 // a higher one's transaction is open waits for it and is then refused.
 func TestGuard_AdmitTx_RolledBackAdmissionDoesNotCount_ConcurrentStaleWaitsAndIsRefused(t *testing.T) {
 	pool := newPool(t, testenv.PostgresDB(t))
-	g, err := postgres.NewGuard(pool, postgres.GuardConfig{Table: "fences"})
+	g, err := postgres.NewGuard(pool, postgres.WithGuardTable("fences"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,5 +98,48 @@ func TestGuard_AdmitTx_RolledBackAdmissionDoesNotCount_ConcurrentStaleWaitsAndIs
 	}
 	if err := <-staleErr; !errors.Is(err, fencing.ErrStaleToken) {
 		t.Fatalf("stale writer = %v, want ErrStaleToken", err)
+	}
+}
+
+// TestGuard_Write_AdmitsAndWritesTogether_StaleWritesNothing: Write commits
+// the admission and the caller's write together; a stale token runs no
+// write; a failing write takes its admission back with it.
+func TestGuard_Write_AdmitsAndWritesTogether_StaleWritesNothing(t *testing.T) {
+	pool := newPool(t, testenv.PostgresDB(t))
+	g, err := postgres.NewGuard(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := pool.Exec(ctx, "CREATE TABLE ledger (token bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(token uint64) func(pgx.Tx) error {
+		return func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "INSERT INTO ledger VALUES ($1)", int64(token))
+			return err
+		}
+	}
+	if err := g.Write(ctx, "ledger", 5, insert(5)); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("write failed")
+	if err := g.Write(ctx, "ledger", 9, func(pgx.Tx) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("Write whose fn fails = %v, want its error", err)
+	}
+	// 9's admission was rolled back with its write: 7 is still admitted.
+	if err := g.Write(ctx, "ledger", 7, insert(7)); err != nil {
+		t.Fatalf("Write of 7 after a failed write of 9: %v", err)
+	}
+	called := false
+	err = g.Write(ctx, "ledger", 6, func(pgx.Tx) error { called = true; return nil })
+	if !errors.Is(err, fencing.ErrStaleToken) || called {
+		t.Fatalf("Write of a stale token = %v (fn called: %v), want ErrStaleToken without calling fn", err, called)
+	}
+	var got []int64
+	rows, _ := pool.Query(ctx, "SELECT token FROM ledger ORDER BY token")
+	got, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(got) != 2 || got[0] != 5 || got[1] != 7 {
+		t.Fatalf("ledger = %v, %v; want [5 7]", got, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -19,18 +20,26 @@ import (
 // server noticing: the sockets stay open, so the server keeps the lock
 // transactions until their idle timeout, as it would for a frozen client.
 type harness struct {
-	dsn string
-	ttl time.Duration
+	dsn     string
+	ttl     time.Duration
+	maxHeld int
 
 	mu      sync.Mutex
 	dialers map[locker.Locker]*crashDialer
 }
 
-func newHarness(dsn string) *harness {
-	return &harness{dsn: dsn, ttl: 500 * time.Millisecond, dialers: map[locker.Locker]*crashDialer{}}
+func newHarness(t *testing.T, dsn string) *harness {
+	budget, err := postgres.DefaultBudget(ctxT(t, 30*time.Second), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{dsn: dsn, ttl: 500 * time.Millisecond, maxHeld: budget, dialers: map[locker.Locker]*crashDialer{}}
 }
 
 func (h *harness) TTL() time.Duration { return h.ttl }
+
+// MaxHeld is the default connection budget of a Locker on the test server.
+func (h *harness) MaxHeld() int { return h.maxHeld }
 
 // FIFO: waiters for a row lock queue on the tuple's heavyweight lock, which
 // PostgreSQL grants in arrival order.
@@ -41,11 +50,18 @@ func (h *harness) NewLocker(ctx context.Context, t *testing.T, opts ...locker.Op
 	if err != nil {
 		return nil, err
 	}
-	pc.MaxConns = 40
+	// The pool is larger than the budget: the default budget is what
+	// bounds the Locker (MaxHeld).
+	pc.MaxConns = 1000
 	d := &crashDialer{}
 	t.Cleanup(d.closeAll)
 	pc.ConnConfig.DialFunc = d.dial
-	l, err := postgres.NewFromConfig(pc, postgres.Config{}, opts...)
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(pool.Close)
+	l, err := postgres.New(pool, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -188,4 +204,136 @@ func warmUp(ctx context.Context, l locker.Locker) error {
 		return err
 	}
 	return lease.Release(ctx)
+}
+
+// stallDialer dials real TCP connections whose writes can be made to block,
+// as on a full send buffer (a server that stopped reading), until the
+// connection's write deadline passes or it is closed.
+type stallDialer struct {
+	net.Dialer
+	mu      sync.Mutex
+	stalled bool
+	waiting int           // writes blocked now
+	changed chan struct{} // closed (and replaced) on every change of the above
+}
+
+func (d *stallDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &stallConn{Conn: c, d: d, changed: make(chan struct{})}, nil
+}
+
+func (d *stallDialer) notify() {
+	if d.changed != nil {
+		close(d.changed)
+	}
+	d.changed = make(chan struct{})
+}
+
+func (d *stallDialer) stall() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stalled = true
+	d.notify()
+}
+
+// waitStalled returns once n writes are blocked.
+func (d *stallDialer) waitStalled(t *testing.T, n int) {
+	t.Helper()
+	give := time.After(30 * time.Second)
+	for {
+		d.mu.Lock()
+		if d.changed == nil {
+			d.notify()
+		}
+		waiting, ch := d.waiting, d.changed
+		d.mu.Unlock()
+		if waiting >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-give:
+			t.Fatalf("%d writes blocked, want %d", waiting, n)
+		}
+	}
+}
+
+type stallConn struct {
+	net.Conn
+	d *stallDialer
+
+	mu       sync.Mutex
+	deadline time.Time     // write deadline
+	closed   bool          //
+	changed  chan struct{} // closed (and replaced) when either changes
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	c.d.mu.Lock()
+	stalled := c.d.stalled
+	if stalled {
+		c.d.waiting++
+		c.d.notify()
+	}
+	c.d.mu.Unlock()
+	if !stalled {
+		return c.Conn.Write(b)
+	}
+	defer func() {
+		c.d.mu.Lock()
+		c.d.waiting--
+		c.d.notify()
+		c.d.mu.Unlock()
+	}()
+	for {
+		c.mu.Lock()
+		deadline, closed, ch := c.deadline, c.closed, c.changed
+		c.mu.Unlock()
+		if closed {
+			return 0, net.ErrClosed
+		}
+		var expired <-chan time.Time
+		if !deadline.IsZero() {
+			timer := time.NewTimer(time.Until(deadline))
+			defer timer.Stop()
+			expired = timer.C
+		}
+		select {
+		case <-ch:
+		case <-expired:
+			return 0, os.ErrDeadlineExceeded
+		}
+	}
+}
+
+func (c *stallConn) setDeadline(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deadline = t
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func (c *stallConn) SetDeadline(t time.Time) error {
+	c.setDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *stallConn) SetWriteDeadline(t time.Time) error {
+	c.setDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *stallConn) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+	c.mu.Unlock()
+	return c.Conn.Close()
 }

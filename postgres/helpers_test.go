@@ -27,18 +27,23 @@ func randomKey(prefix string) string {
 	return prefix + "/" + hex.EncodeToString(b[:])
 }
 
-// newLocker returns a Locker with a pool of its own over dsn, closed with
-// the test.
-func newLocker(t testing.TB, dsn string, cfg postgres.Config, opts ...locker.Option) locker.Locker {
+// newLocker returns a Locker with a pool of its own (40 connections) over
+// dsn, both closed with the test.
+func newLocker(t testing.TB, dsn string, opts ...locker.Option) locker.Locker {
 	t.Helper()
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pc.MaxConns = 40
-	l, err := postgres.NewFromConfig(pc, cfg, opts...)
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
-		t.Fatalf("NewFromConfig: %v", err)
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	l, err := postgres.New(pool, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
@@ -77,4 +82,26 @@ func holderPID(t testing.TB, admin *pgx.Conn, label string) int32 {
 		t.Fatalf("finding the holder's backend: %v", err)
 	}
 	return pid
+}
+
+// waitForLockWait returns once the Acquire labelled owner waits in the
+// server's lock queue.
+func waitForLockWait(t *testing.T, admin *pgx.Conn, owner string) {
+	t.Helper()
+	give := time.Now().Add(30 * time.Second)
+	for {
+		if time.Now().After(give) {
+			t.Fatalf("the Acquire of %q never waited for the lock", owner)
+		}
+		var waiting bool
+		err := admin.QueryRow(ctxT(t, 10*time.Second),
+			"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock')", "locker "+owner).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

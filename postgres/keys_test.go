@@ -18,7 +18,7 @@ import (
 // survives them.
 func TestPostgres_SQLMetacharacterKeys_ArePlainDistinctKeys(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
-	a, b := newLocker(t, dsn, postgres.Config{}), newLocker(t, dsn, postgres.Config{})
+	a, b := newLocker(t, dsn), newLocker(t, dsn)
 	keys := []string{
 		"a", "a%", "%", "a_", "_", "'", "''", `\`, `\\`, `"`, `a\'b`, "$1", "?",
 		"x'; DROP TABLE locker_locks; --", "x\"); DELETE FROM locker_locks; --",
@@ -56,9 +56,9 @@ func TestPostgres_SQLMetacharacterKeys_ArePlainDistinctKeys(t *testing.T) {
 // and never collides with a plain key or another namespace's split.
 func TestPostgres_NamespacedKey_StoredWithNULSeparator(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
-	plain := newLocker(t, dsn, postgres.Config{})
-	nsA := newLocker(t, dsn, postgres.Config{}, locker.WithNamespace("a"))
-	nsAB := newLocker(t, dsn, postgres.Config{}, locker.WithNamespace("a/b"))
+	plain := newLocker(t, dsn)
+	nsA := newLocker(t, dsn, locker.WithNamespace("a"))
+	nsAB := newLocker(t, dsn, locker.WithNamespace("a/b"))
 
 	l1, err := nsA.TryAcquire(ctxT(t, 10*time.Second), "b/c")
 	if err != nil {
@@ -94,9 +94,10 @@ func TestPostgres_NamespacedKey_StoredWithNULSeparator(t *testing.T) {
 // as such.
 func TestPostgres_OddTableNames_AreQuoted(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
-	cfg := postgres.Config{Schema: `we"ird sch.ema`, Table: `t"; DROP TABLE x; --`}
-	a, b := newLocker(t, dsn, cfg), newLocker(t, dsn, cfg)
-	other := newLocker(t, dsn, postgres.Config{}) // another table: independent locks
+	schema, table := `we"ird sch.ema`, `t"; DROP TABLE x; --`
+	a := newLocker(t, dsn, postgres.WithSchema(schema), postgres.WithTable(table))
+	b := newLocker(t, dsn, postgres.WithSchema(schema), postgres.WithTable(table))
+	other := newLocker(t, dsn) // another table: independent locks
 	lease, err := a.TryAcquire(ctxT(t, 10*time.Second), "k")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func TestPostgres_OddTableNames_AreQuoted(t *testing.T) {
 	var n int
 	if err := adminConn(t, dsn).QueryRow(ctxT(t, 10*time.Second),
 		`SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		  WHERE n.nspname = $1 AND c.relname IN ($2, $3)`, cfg.Schema, cfg.Table, cfg.Table+"_token").Scan(&n); err != nil {
+		  WHERE n.nspname = $1 AND c.relname IN ($2, $3)`, schema, table, table+"_token").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {
@@ -128,21 +129,24 @@ func TestPostgres_OddTableNames_AreQuoted(t *testing.T) {
 // hold are refused before any SQL is sent.
 func TestPostgres_BadNames_Refused(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
-	for _, cfg := range []postgres.Config{
-		{Table: strings.Repeat("t", 58)}, // + "_token" would pass 63 bytes
-		{Schema: strings.Repeat("s", 64)},
-		{Table: "a\x00b"},
-		{Schema: "\xff"},
+	pool := newPool(t, dsn)
+	for i, opt := range []locker.Option{
+		postgres.WithTable(strings.Repeat("t", 58)), // + "_token" would pass 63 bytes
+		postgres.WithSchema(strings.Repeat("s", 64)),
+		postgres.WithTable("a\x00b"),
+		postgres.WithSchema("\xff"),
+		postgres.WithTable(""),
+		postgres.WithMaxConns(0),
 	} {
-		pc := mustPoolConfig(t, dsn)
-		if l, err := postgres.NewFromConfig(pc, cfg); !errors.Is(err, locker.ErrInvalidOption) {
+		if l, err := postgres.New(pool, opt); !errors.Is(err, locker.ErrInvalidOption) {
 			if l != nil {
 				_ = l.Close()
 			}
-			t.Errorf("NewFromConfig(%+v) = %v, want ErrInvalidOption", cfg, err)
+			t.Errorf("New with bad option %d = %v, want ErrInvalidOption", i, err)
 		}
 	}
-	for _, q := range []string{"table=" + strings.Repeat("t", 58), "schema=a%00b", "table=", "table=a&table=b"} {
+	for _, q := range []string{"table=" + strings.Repeat("t", 58), "schema=a%00b", "table=", "table=a&table=b",
+		"max_conns=0", "max_conns=many", "skip_schema_creation=perhaps"} {
 		u, _ := url.Parse(dsn)
 		u.RawQuery = q
 		if l, err := locker.Open(ctxT(t, 10*time.Second), u.String()); !errors.Is(err, locker.ErrInvalidURL) {

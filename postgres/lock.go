@@ -22,11 +22,19 @@ type lock struct {
 	lost  func(error)
 	token uint64
 	start time.Time
+	ident serverIdent // the server's identity at the grant
 
-	mu    sync.Mutex
-	conn  *pgxpool.Conn // nil once the lock has ended
-	cause error         // why it ended without Release
-	watch *watcher
+	// turn is held by whoever runs a statement on conn (Refresh, Release)
+	// or drops it (abandon), so that Close never drops the connection under
+	// a statement in flight: it cancels that statement and waits for it.
+	turn chan struct{}
+
+	mu       sync.Mutex
+	conn     *pgxpool.Conn // nil once the lock has ended
+	cause    error         // why it ended without Release
+	watch    *watcher
+	closing  bool               // abandon has begun: no new statement starts
+	cancelOp context.CancelFunc // cancels the statement in flight, if any
 }
 
 type watcher struct {
@@ -58,6 +66,8 @@ func (l *lock) startWatch() {
 				continue // a NOTIFY for a LISTEN of the pool's owner
 			}
 			cause := fmt.Errorf("postgres: lock session ended: %w", err)
+			// The root logs the loss with its cause; this says which way.
+			l.b.log.Debug("postgres: the session holding a lock ended", "err", err)
 			if l.end(cause) {
 				l.lost(cause)
 			}
@@ -115,10 +125,48 @@ func (l *lock) end(cause error) bool {
 	return true
 }
 
-// abandon ends the lock without a round trip (Backend.Close).
-func (l *lock) abandon(cause error) {
+// begin waits for the turn to run a statement on the connection and
+// returns the context to run it with, which abandon may cancel; done ends
+// the turn.
+func (l *lock) begin(ctx context.Context) (_ context.Context, done func(), _ error) {
+	select {
+	case l.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		<-l.turn
+		return nil, nil, fmt.Errorf("%w: %w", locker.ErrLeaseLost, errClosing)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	l.cancelOp = cancel
+	l.mu.Unlock()
+	return ctx, func() {
+		l.mu.Lock()
+		l.cancelOp = nil
+		l.mu.Unlock()
+		cancel()
+		<-l.turn
+	}, nil
+}
+
+var errClosing = errors.New("postgres: locker closed")
+
+// abandon ends the lock without a round trip (Backend.Close): it cancels a
+// statement in flight, waits for it to return, and drops the connection.
+func (l *lock) abandon() {
+	l.mu.Lock()
+	l.closing = true
+	if l.cancelOp != nil {
+		l.cancelOp()
+	}
+	l.mu.Unlock()
+	l.turn <- struct{}{}
+	defer func() { <-l.turn }()
 	if _, err := l.pause(); err == nil {
-		l.end(cause)
+		l.end(errClosing)
 	}
 }
 
@@ -127,14 +175,30 @@ func (l *lock) abandon(cause error) {
 // dropped, so the server frees the row at once (or, if it cannot be reached,
 // when its idle timer fires), and the holder is told ErrLeaseLost.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	ctx, done, err := l.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	conn, err := l.pause()
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, refreshSQL, millis(ttl)); err != nil {
-		cause := fmt.Errorf("postgres: refresh: %w", err)
-		l.end(cause)
-		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, cause)
+	var id serverIdent
+	var recovering bool
+	err = conn.QueryRow(ctx, refreshSQL, millis(ttl)).Scan(nil, &id.start, &id.replayed, &recovering)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("postgres: refresh: %w", err)
+	case recovering:
+		err = errors.New("postgres: refresh: the server is in recovery (a standby): the lock cannot be held there")
+	case id != l.ident:
+		err = fmt.Errorf("postgres: refresh: the server is not the one that granted the lock (started at %d µs, replayed until %d µs; at the grant %d, %d): a failover or restart behind a pooler",
+			id.start, id.replayed, l.ident.start, l.ident.replayed)
+	}
+	if err != nil {
+		l.end(err)
+		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
 	}
 	l.resume()
 	return nil
@@ -146,6 +210,11 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // lock, was still ours; one that fails leaves it unknown whether the server
 // had already ended it, so the caller is told ErrLeaseLost.
 func (l *lock) Release(ctx context.Context) error {
+	ctx, done, err := l.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	conn, err := l.pause()
 	if err != nil {
 		return err

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/url"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/locker"
@@ -19,119 +22,69 @@ import (
 // registered as well, as libpq accepts both.
 const Scheme = "postgres"
 
-// DefaultMaxConns is the pool size of a Locker opened from a URL without a
-// pool_max_conns parameter. Every held lock and every waiting Acquire pins
-// one connection, so the pool size is the number of locks one Locker can hold
-// or wait for at once; pgxpool's own default (the number of CPUs, at least 4)
-// is too small for that.
-const DefaultMaxConns = 16
-
 // ErrPoolExhausted is the cause, wrapped in locker.ErrUnavailable, of a
-// TryAcquire that found every connection of the Locker's pool pinned by a
-// held or waiting lock. Acquire waits for a connection instead, within its
-// context. Raise pool_max_conns (or MaxConns) to hold more locks at once.
-var ErrPoolExhausted = errors.New("postgres: every pool connection is pinned by a held or waiting lock")
+// TryAcquire that found the Locker's whole connection budget pinned by held
+// or waiting locks. Acquire waits for a connection instead, within its
+// context. Raise the budget with WithMaxConns (and the pool's MaxConns).
+var ErrPoolExhausted = errors.New("postgres: every connection of the budget is pinned by a held or waiting lock")
 
 func init() {
-	locker.Register(Scheme, locker.BackendOpener(open))
-	locker.Register("postgresql", locker.BackendOpener(open))
-}
-
-// Config names the database objects of a Locker. The zero value uses
-// DefaultSchema and DefaultTable.
-type Config struct {
-	// Schema holds the table and its sequence; created if missing.
-	Schema string
-	// Table is the lock table; its token sequence is Table + "_token". At
-	// most 57 bytes, so that the sequence name fits PostgreSQL's 63.
-	Table string
-	// SkipSchemaCreation, when true, never runs the DDL of schema.sql: the
-	// objects must have been created by a migration.
-	SkipSchemaCreation bool
-}
-
-func (c Config) withDefaults() Config {
-	if c.Schema == "" {
-		c.Schema = DefaultSchema
-	}
-	if c.Table == "" {
-		c.Table = DefaultTable
-	}
-	return c
+	locker.Register(Scheme, open)
+	locker.Register("postgresql", open)
 }
 
 // New returns a Locker over pool, which the caller keeps owning: Close of the
 // Locker releases the connections its locks pinned but does not close pool.
-// The pool's MaxConns bounds the locks the Locker holds or waits for at
-// once. opts set Locker-wide defaults (locker.WithTTL and the like).
+// Every held lock and every waiting Acquire pins one connection of pool, up
+// to the Locker's connection budget (WithMaxConns; by default a quarter of
+// the server's connections for ordinary roles, read at the first
+// acquisition, and never more than pool's MaxConns). opts are this
+// package's options and locker's (locker.WithTTL and the like).
 //
 // A pool the caller built keeps pgx's default context handling; see the
 // package documentation for what a cancelled Acquire costs.
-func New(pool *pgxpool.Pool, cfg Config, opts ...locker.Option) (locker.Locker, error) {
+func New(pool *pgxpool.Pool, opts ...locker.Option) (locker.Locker, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: postgres: nil pool", locker.ErrInvalidOption)
 	}
-	b, err := newBackend(pool, cfg, false)
+	bc := locker.SplitOptions(Scheme, opts)
+	cfg, err := newConfig(bc.Settings)
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: %w", locker.ErrInvalidOption, err)
 	}
-	return locker.New(b, opts...)
+	return newLocker(pool, false, cfg, bc, 0)
 }
 
-// NewFromConfig creates a pool from poolConfig and returns a Locker that owns
-// it: Close closes the pool. It does not connect; the first acquisition does.
-func NewFromConfig(poolConfig *pgxpool.Config, cfg Config, opts ...locker.Option) (locker.Locker, error) {
-	if poolConfig == nil {
-		return nil, fmt.Errorf("%w: postgres: nil pool config", locker.ErrInvalidOption)
-	}
-	// Validate the names before creating a pool that would need closing.
-	if _, err := newNames(cfg.withDefaults().Schema, cfg.withDefaults().Table); err != nil {
-		return nil, fmt.Errorf("%w: postgres: %w", locker.ErrInvalidOption, err)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), poolConfig)
+// newLocker is the constructor New and open share. budget is the
+// connection budget if already known (0: read it from the server).
+func newLocker(pool *pgxpool.Pool, own bool, cfg config, bc locker.BackendConfig, budget int) (locker.Locker, error) {
+	b, err := newBackend(pool, own, cfg, bc.Logger, budget)
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: %w", locker.ErrInvalidOption, err)
 	}
-	b, err := newBackend(pool, cfg, true)
+	l, err := locker.New(b, bc.Options...)
 	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("%w: postgres: %w", locker.ErrInvalidOption, err)
-	}
-	l, err := locker.New(b, opts...)
-	if err != nil {
-		pool.Close()
 		return nil, err
 	}
 	return l, nil
 }
 
 // open is the Opener of the postgres and postgresql schemes: the libpq URL,
-// with pgx's pool parameters (pool_max_conns …) and this package's table and
-// schema parameters, which are removed before pgx parses the rest.
-func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
+// with pgx's pool parameters (pool_max_conns …) and this package's
+// parameters, which are taken out before pgx parses the rest.
+func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker, error) {
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: query: %v", locker.ErrInvalidURL, err)
 	}
-	var cfg Config
-	for _, p := range []struct {
-		name string
-		dst  *string
-	}{{"schema", &cfg.Schema}, {"table", &cfg.Table}} {
-		if v, ok := q[p.name]; ok {
-			if len(v) != 1 || v[0] == "" {
-				return nil, fmt.Errorf("%w: postgres: query parameter %s: want one non-empty value", locker.ErrInvalidURL, p.name)
-			}
-			*p.dst = v[0]
-			q.Del(p.name)
-		}
+	uopts, err := urlOptions(q)
+	if err != nil {
+		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	if _, err := newNames(cfg.Schema, cfg.Table); err != nil {
-		return nil, fmt.Errorf("%w: postgres: query parameter: %v", locker.ErrInvalidURL, err)
-	}
-	if !q.Has("pool_max_conns") {
-		q.Set("pool_max_conns", fmt.Sprint(DefaultMaxConns))
+	bc := locker.SplitOptions(Scheme, append(uopts, opts...))
+	cfg, err := newConfig(bc.Settings)
+	if err != nil {
+		return nil, fmt.Errorf("%w: postgres: %w", locker.ErrInvalidOption, err)
 	}
 	rest := *u
 	rest.RawQuery = q.Encode()
@@ -140,22 +93,64 @@ func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 		// pgx redacts the password in its parse errors.
 		return nil, fmt.Errorf("%w: %v", locker.ErrInvalidURL, err)
 	}
+	// Connect once, so that an unreachable server is reported at Open, and
+	// read the connection budget before sizing the pool.
+	conn, err := pgx.ConnectConfig(ctx, pc.ConnConfig)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == codeUndefinedObject {
+			// A query parameter nobody knows went to the server as a
+			// run-time setting: "unrecognized configuration parameter".
+			return nil, fmt.Errorf("%w: postgres: query parameter: %s", locker.ErrInvalidURL, pgErr.Message)
+		}
+		return nil, fmt.Errorf("postgres: connecting: %w", err)
+	}
+	avail, err := availableConns(ctx, conn)
+	_ = conn.Close(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	budget := cfg.maxConns
+	if budget == 0 {
+		budget = defaultBudget(avail)
+	}
+	if !q.Has("pool_max_conns") {
+		pc.MaxConns = int32(budget)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: %v", locker.ErrInvalidURL, err)
 	}
-	// Fail at Open, not at the first lock, when the server cannot be reached.
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("postgres: connecting: %w", err)
-	}
-	b, err := newBackend(pool, cfg, true)
+	l, err := newLocker(pool, true, cfg, bc, budget)
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("%w: postgres: %v", locker.ErrInvalidURL, err)
+		return nil, err
 	}
-	return b, nil
+	return l, nil
 }
+
+// availableConnsSQL counts the connections the server lets ordinary roles
+// open (reserved_connections exists from PostgreSQL 16).
+const availableConnsSQL = "SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int" +
+	" - coalesce(current_setting('reserved_connections', true)::int, 0)"
+
+type queryRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func availableConns(ctx context.Context, q queryRower) (int, error) {
+	var n int
+	if err := q.QueryRow(ctx, availableConnsSQL).Scan(&n); err != nil {
+		return 0, fmt.Errorf("reading max_connections: %w", err)
+	}
+	return n, nil
+}
+
+// defaultBudget is the default connection budget of a Locker on a server
+// that lets ordinary roles open avail connections: a quarter of them, so
+// that a Locker holding all the locks it can leaves room for the
+// application's own pool and a few more Lockers.
+func defaultBudget(avail int) int { return max(1, avail/4) }
 
 // backend is the driver.Backend over one pool.
 type backend struct {
@@ -164,34 +159,70 @@ type backend struct {
 	skipDDL bool
 	n       names
 	schema  *onceCtx
+	log     *slog.Logger
 
 	// slots bounds the connections pinned by held and waiting locks, so that
 	// TryAcquire can fail at once when there is none left instead of
-	// waiting on the pool.
-	slots chan struct{}
+	// waiting on the pool. It is made by sized, once the budget is known.
+	slots    chan struct{}
+	maxConns int // the budget asked for; 0 reads the server's
+	sized    *onceCtx
 
 	mu     sync.Mutex
 	locks  map[*lock]struct{} // held locks, released by Close
 	closed bool
 }
 
-func newBackend(pool *pgxpool.Pool, cfg Config, own bool) (*backend, error) {
-	cfg = cfg.withDefaults()
-	n, err := newNames(cfg.Schema, cfg.Table)
+func newBackend(pool *pgxpool.Pool, own bool, cfg config, log *slog.Logger, budget int) (*backend, error) {
+	n, err := newNames(cfg.schema, cfg.table)
 	if err != nil {
 		return nil, err
 	}
-	return &backend{
-		pool:    pool,
-		ownPool: own,
-		skipDDL: cfg.SkipSchemaCreation,
-		n:       n,
-		schema:  newOnceCtx(),
-		slots:   make(chan struct{}, pool.Config().MaxConns),
-		locks:   map[*lock]struct{}{},
-	}, nil
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &backend{
+		pool:     pool,
+		ownPool:  own,
+		skipDDL:  cfg.skipDDL,
+		n:        n,
+		schema:   newOnceCtx(),
+		log:      log,
+		maxConns: cfg.maxConns,
+		sized:    newOnceCtx(),
+		locks:    map[*lock]struct{}{},
+	}
+	if budget > 0 {
+		b.setBudget(budget)
+	}
+	return b, nil
 }
 
+// setBudget makes the slots of a budget of n connections, at most the
+// pool's; called once.
+func (b *backend) setBudget(n int) {
+	n = min(n, int(b.pool.Config().MaxConns))
+	b.slots = make(chan struct{}, n)
+	b.sized.do(context.Background(), func() error { return nil })
+}
+
+// budget returns the slots, reading the server's max_connections the first
+// time if no budget was given.
+func (b *backend) budget(ctx context.Context) (chan struct{}, error) {
+	err := b.sized.do(ctx, func() error {
+		n := b.maxConns
+		if n == 0 {
+			avail, err := availableConns(ctx, b.pool)
+			if err != nil {
+				return err
+			}
+			n = defaultBudget(avail)
+		}
+		b.slots = make(chan struct{}, min(n, int(b.pool.Config().MaxConns)))
+		return nil
+	})
+	return b.slots, err
+}
 func (b *backend) Name() string { return Scheme }
 
 // RoundTTL implements driver.TTLRounder: idle_in_transaction_session_timeout
@@ -211,19 +242,27 @@ func millis(ttl time.Duration) string {
 }
 
 func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	slots, err := b.budget(ctx)
+	if err != nil {
+		return nil, err
+	}
 	select {
-	case b.slots <- struct{}{}:
+	case slots <- struct{}{}:
 	default:
-		return nil, fmt.Errorf("%w (pool_max_conns=%d)", ErrPoolExhausted, cap(b.slots))
+		return nil, fmt.Errorf("%w (max_conns=%d)", ErrPoolExhausted, cap(slots))
 	}
 	return b.acquire(ctx, req, true)
 }
 
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	slots, err := b.budget(ctx)
+	if err != nil {
+		return nil, err
+	}
 	select {
-	case b.slots <- struct{}{}:
+	case slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for a free pool connection (pool_max_conns=%d): %w", cap(b.slots), ctx.Err())
+		return nil, fmt.Errorf("waiting for a connection of the budget (max_conns=%d): %w", cap(slots), ctx.Err())
 	}
 	return b.acquire(ctx, req, false)
 }
@@ -258,7 +297,7 @@ func (b *backend) Close() error {
 	}
 	b.mu.Unlock()
 	for _, l := range held {
-		l.abandon(errors.New("postgres: locker closed"))
+		l.abandon()
 	}
 	if b.ownPool {
 		b.pool.Close()

@@ -78,3 +78,22 @@ func TestOpen_MalformedOrUnreachable(t *testing.T) {
 		t.Fatalf("Open of a closed port = %v, want ErrUnavailable", err)
 	}
 }
+
+// TestOpen_UnknownParameter_InvalidURL: a query parameter that is neither
+// this package's, locker's, libpq's nor pgx's goes to the server as a
+// run-time setting, which refuses it at Open: ErrInvalidURL naming it.
+func TestOpen_UnknownParameter_InvalidURL(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.RawQuery = "tabel=locks"
+	l, err := locker.Open(ctxT(t, 10*time.Second), u.String())
+	if err == nil {
+		_ = l.Close()
+	}
+	if !errors.Is(err, locker.ErrInvalidURL) || !strings.Contains(err.Error(), "tabel") {
+		t.Fatalf("Open with tabel=locks = %v, want ErrInvalidURL naming tabel", err)
+	}
+}

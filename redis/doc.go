@@ -14,16 +14,19 @@
 // pool_size, …, range-checked), each query parameter is the option of the
 // same name:
 //
-//	prefix           WithPrefix          key and channel prefix (default "locker:")
-//	node_timeout     WithNodeTimeout     per-master timeout of Redlock (Go duration)
-//	accept_eviction  WithAcceptEviction  run on a server whose maxmemory-policy evicts
+//	prefix             WithPrefix           key and channel prefix (default "locker:")
+//	node_timeout       WithNodeTimeout      per-master timeout of Redlock (Go duration)
+//	accept_eviction    WithAcceptEviction   run on a server whose maxmemory-policy evicts
+//	allow_few_masters  WithAllowFewMasters  Redlock on fewer than 3 distinct masters
 //
 // Tokens: max(counter+1, server time in µs), from the acquire script; they
 // increase across holder crashes, expiry and restarts (also without
 // persistence, unless the server's clock steps back), and across a
 // failover if the replica's clock is not behind. A failover or an evicting
 // maxmemory-policy can grant a lock twice: fence the resource. Redlock's
-// token is read from and written back to a majority of masters.
+// token is the largest a granting majority proposes, written back to every
+// master that answered: it increases unless the masters that took the
+// earlier token and meet the later majority all lost their counters.
 //
 // Caveats: TTLs are whole milliseconds; a crashed holder's lock lives its
 // TTL on the server; waiters are woken in arrival order, but a TryAcquire (or

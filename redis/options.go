@@ -26,6 +26,8 @@ type config struct {
 	// AcceptEviction lets the Locker run on a server whose maxmemory-policy
 	// may evict its keys.
 	AcceptEviction bool
+	// AllowFewMasters lets a Redlock run on 1 or 2 distinct masters.
+	AllowFewMasters bool
 	// CloseClients makes Close close the client(s): set by Open only, for
 	// the clients it makes.
 	CloseClients bool
@@ -62,6 +64,14 @@ func WithNodeTimeout(d time.Duration) locker.Option {
 // parameter: accept_eviction.
 func WithAcceptEviction(accept bool) locker.Option {
 	return option(func(c *config) { c.AcceptEviction = accept })
+}
+
+// WithAllowFewMasters(true) lets NewRedlock run on 1 or 2 distinct masters.
+// By default it needs 3: with fewer, the quorum is every master, so that one
+// master's failure stops all locking. New ignores it. URL query parameter:
+// allow_few_masters.
+func WithAllowFewMasters(allow bool) locker.Option {
+	return option(func(c *config) { c.AllowFewMasters = allow })
 }
 
 // closeClients is Open's: the Locker owns the clients Open made.

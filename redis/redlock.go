@@ -2,11 +2,14 @@ package redis
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,42 +21,130 @@ import (
 // NewRedlock returns a Locker that runs the Redlock algorithm over
 // independent Redis masters (not replicas of each other, not one Cluster):
 // a lock is held when a majority of them granted it within its validity.
-// The clients stay the caller's: Close does not close them.
-// opts are locker's options and this package's (WithPrefix, WithNodeTimeout).
+// It needs at least 3 distinct masters (WithAllowFewMasters for fewer); a
+// client given twice, or two clients of one address, count as one master.
+// Each client must honour context deadlines (go-redis:
+// ContextTimeoutEnabled), or the per-master timeout could not be enforced.
+// The clients stay the caller's: Close does not close them. opts are
+// locker's options and this package's (WithPrefix, WithNodeTimeout,
+// WithAllowFewMasters).
 func NewRedlock(clients []goredis.UniversalClient, opts ...locker.Option) (locker.Locker, error) {
 	return newLocker(opts, func(cfg config) (*redlock, error) { return newRedlock(clients, cfg) })
 }
+
+// grantScript is a Redlock round that does not queue (grant.lua): it takes
+// a hint, this client's clock plus hintMargin, that the masters propose as
+// the token when it is above their counters and clocks. Then they all
+// propose the same token and the round needs no write-back: an uncontended
+// acquire is one round trip to every master, not two. A round that queues a
+// waiter runs acquire.lua, whose proposals differ, and writes back.
+var grantScript = goredis.NewScript(queueLua + grantLua)
+
+//go:embed grant.lua
+var grantLua string
+
+// hintMargin puts the hint ahead of the masters' clocks (TIME) when the
+// request reaches them: more than a request's latency plus the clocks'
+// skew, and well within the 10 s beyond a master's clock where grant.lua
+// stops taking hints.
+const hintMargin = time.Second
 
 // maxNodeTimeout caps the default per-master timeout: a master that has not
 // answered in 250 ms is treated as down for the round, however long the TTL.
 const maxNodeTimeout = 250 * time.Millisecond
 
+// minMasters is the fewest distinct masters a Redlock runs on unless the
+// caller allows fewer: with 1 or 2 the quorum is every master, so that one
+// master's failure stops all locking, and 1 is no Redlock at all.
+const minMasters = 3
+
 type redlock struct {
 	base
-	nodes       []goredis.UniversalClient
+	nodes       []goredis.UniversalClient // distinct masters
+	owned       []goredis.UniversalClient // every client given, closed by Close if closeClient
 	subs        []*subscriber
 	gates       gates
 	quorum      int
 	nodeTimeout time.Duration // 0: derived from each lease's TTL
 	closeClient bool
+
+	// Background clean-ups (settle): Close cancels and waits for them.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bgMu     sync.Mutex
+	bgWG     sync.WaitGroup
+	closed   bool
 }
 
 func newRedlock(clients []goredis.UniversalClient, cfg config) (*redlock, error) {
-	if len(clients) == 0 {
-		return nil, fmt.Errorf("%w: redlock needs at least one master", locker.ErrInvalidOption)
+	nodes, err := distinctMasters(clients)
+	if err != nil {
+		return nil, err
 	}
-	if slices.Contains(clients, nil) {
-		return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
+	if len(nodes) == 0 || len(nodes) < minMasters && !cfg.AllowFewMasters {
+		return nil, fmt.Errorf("%w: redlock needs at least %d distinct masters, got %d (of %d clients); fewer must be allowed explicitly (WithAllowFewMasters, URL allow_few_masters=true)",
+			locker.ErrInvalidOption, minMasters, len(nodes), len(clients))
 	}
 	bs, err := newBase(cfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &redlock{base: bs, nodes: clients, quorum: len(clients)/2 + 1, nodeTimeout: cfg.NodeTimeout, closeClient: cfg.CloseClients}
-	for _, c := range clients {
+	r := &redlock{base: bs, nodes: nodes, owned: clients, quorum: len(nodes)/2 + 1, nodeTimeout: cfg.NodeTimeout, closeClient: cfg.CloseClients}
+	r.bgCtx, r.bgCancel = context.WithCancel(context.Background())
+	for _, c := range nodes {
 		r.subs = append(r.subs, r.subscriber(c))
 	}
 	return r, nil
+}
+
+// distinctMasters returns clients without those that reach a master
+// already in the list (the same client again, or a client of the same
+// address): counted twice, one master would be two votes of a majority.
+// It refuses a client that would not honour the per-master timeout.
+func distinctMasters(clients []goredis.UniversalClient) ([]goredis.UniversalClient, error) {
+	nodes := make([]goredis.UniversalClient, 0, len(clients))
+	seen := make(map[any]bool, len(clients))
+	for i, c := range clients {
+		if c == nil {
+			return nil, fmt.Errorf("%w: %w", locker.ErrInvalidOption, errNoClient)
+		}
+		if !honoursContext(c) {
+			return nil, fmt.Errorf("%w: redlock master %d: its client was made without ContextTimeoutEnabled; go-redis would then ignore the per-master timeout, and a master that does not answer would hold up every round for the client's read timeout",
+				locker.ErrInvalidOption, i)
+		}
+		if id := masterID(c); !seen[id] {
+			seen[id] = true
+			nodes = append(nodes, c)
+		}
+	}
+	return nodes, nil
+}
+
+// masterID is what identifies the master a client reaches: the network and
+// address (host in lower case) of a plain client; the client itself for any
+// other (a Sentinel-managed client's master moves). Addresses are compared
+// as written: localhost and 127.0.0.1 are not recognised as one.
+func masterID(c goredis.UniversalClient) any {
+	if pc, ok := c.(*goredis.Client); ok {
+		if o := pc.Options(); o.Addr != "FailoverClient" {
+			return o.Network + "://" + strings.ToLower(o.Addr)
+		}
+	}
+	return c
+}
+
+// honoursContext reports whether go-redis bounds c's requests by their
+// context's deadline. A client type of the caller's own is trusted to.
+func honoursContext(c goredis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *goredis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 func (r *redlock) Name() string { return "redlock" }
@@ -89,13 +180,12 @@ type nodeResult struct {
 	holder string // the holder's owner value, when not ok
 }
 
-// ErrContended is wrapped by the error of a Redlock TryAcquire whose last
-// round ended split between contenders: no owner — neither the caller nor
-// another — was granted a majority, and the silent masters (if any) could
-// not have made one, so nobody held the lock and the caller did not get it
-// either. Package locker reports it as ErrUnavailable (it is not ErrLocked:
-// there was no holder); errors.Is tells it apart. Trying again later, or
-// Acquire, usually succeeds.
+// ErrContended is wrapped by the ErrLocked of a Redlock TryAcquire whose
+// last round ended split between contenders: the masters that answered (a
+// majority) were shared among owners, the caller's undone grants included,
+// and none had a majority. It is contention, so ErrLocked, as on every
+// backend; errors.Is tells this case apart from a majority holder. Trying
+// again later, or Acquire, usually succeeds.
 var ErrContended = errors.New("redis: redlock contenders split the masters, no owner holds a majority")
 
 // roundState is how a round that neither took the lock nor failed outright
@@ -130,17 +220,42 @@ type verdict struct {
 	granted int
 }
 
-// err is TryAcquire's answer to a round that ended as v after rounds rounds.
+// err is TryAcquire's answer to a round that ended as v after rounds
+// rounds. A majority of the masters answered (else the round failed
+// outright) and did not grant: contention, ErrLocked, whoever holds them.
 func (v verdict) err(nodes, quorum, rounds int) error {
 	switch v.state {
 	case held:
 		return locker.ErrLocked
 	case unknown:
-		return fmt.Errorf("redlock: %d of %d masters did not answer; cannot tell whether the lock is held (other owners hold %v of the answering ones, quorum %d): %w",
-			v.silent, nodes, v.others, quorum, errors.Join(v.errs...))
+		return fmt.Errorf("%w: redlock: other owners hold %v of the %d masters that answered, %d did not (quorum %d): %v",
+			locker.ErrLocked, v.others, nodes-v.silent, v.silent, quorum, errors.Join(v.errs...))
 	}
-	return fmt.Errorf("redlock: after %d rounds, grants split among the %d masters (this attempt %d, other owners %v, silent %d), quorum %d: %w",
-		rounds, nodes, v.granted, v.others, v.silent, quorum, ErrContended)
+	return fmt.Errorf("%w: redlock: after %d rounds, grants split among the %d masters (this attempt %d, other owners %v, silent %d), quorum %d: %w",
+		locker.ErrLocked, rounds, nodes, v.granted, v.others, v.silent, quorum, ErrContended)
+}
+
+// acquisition is one Acquire or TryAcquire: its key's names, its owner
+// value, and the masters where a failed round may have left its lock.
+type acquisition struct {
+	req *driver.Request
+	n   names
+	val string
+	// pending[i]: master i may hold, or may yet be given (a request of
+	// unknown outcome still queued there), this acquisition's lock, which
+	// the undo of the round could not be seen to remove. Nil while none.
+	pending []bool
+}
+
+func (r *redlock) newAcquisition(req *driver.Request) *acquisition {
+	return &acquisition{req: req, n: r.names(req.Key), val: value(req)}
+}
+
+func (a *acquisition) mark(i, nodes int) {
+	if a.pending == nil {
+		a.pending = make([]bool, nodes)
+	}
+	a.pending[i] = true
 }
 
 // round is one Redlock acquisition round, for waiter (queued on the masters
@@ -148,14 +263,18 @@ func (v verdict) err(nodes, quorum, rounds int) error {
 // when too many masters failed for any majority to answer (or a majority
 // granted but the token or the validity failed); or else the verdict: whether
 // another owner holds the lock, may hold it, or the masters are split.
-func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waiter string) (driver.Lock, verdict, error) {
-	val := value(req)
+func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (driver.Lock, verdict, error) {
+	req, n, val := a.req, a.n, a.val
 	timeout := r.timeout(req.TTL)
 	res := make([]nodeResult, len(r.nodes))
-	keys, args := r.acquireArgs(n, val, req.TTL, waiter)
+	script, keys, args := grantScript, []string{n.lock, n.fence}, []any{val, ttlMillis(req.TTL), time.Now().Add(hintMargin).UnixMicro()}
+	if waiter != "" {
+		script = acquireScript
+		keys, args = r.acquireArgs(n, val, req.TTL, waiter)
+	}
 	start := time.Now() // before the first request: validity counts from here
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
-		v, err := acquireScript.Run(ctx, c, keys, args...).Result()
+		v, err := script.Run(ctx, c, keys, args...).Result()
 		ok, x, err := pair(v, err)
 		res[i] = nodeResult{ok: ok, n: x, err: err, holder: holderOf(v)}
 	})
@@ -178,10 +297,7 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waite
 	}
 
 	if granted >= r.quorum {
-		// Any two majorities intersect: writing the token back to a majority
-		// before the lock counts means every later majority reads a fence
-		// at least this high, so its own token is larger.
-		fenced := r.raiseFences(ctx, res, n, val, token, timeout)
+		fenced, ferr := r.raiseFences(ctx, res, n, val, token, timeout)
 		validity := req.TTL - time.Since(start) - driver.DriftMargin(req.TTL)
 		if fenced >= r.quorum && validity > 0 {
 			return &rlock{r: r, n: n, val: val, token: uint64(token), start: start, ttl: req.TTL}, verdict{}, nil
@@ -189,7 +305,7 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waite
 		if validity <= 0 {
 			errs = append(errs, fmt.Errorf("redlock: round took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), req.TTL))
 		} else {
-			errs = append(errs, fmt.Errorf("redlock: fencing token written to %d of %d masters, quorum %d", fenced, len(r.nodes), r.quorum))
+			errs = append(errs, fmt.Errorf("redlock: fencing token written to %d of %d masters, quorum %d: %w", fenced, len(r.nodes), r.quorum, ferr))
 		}
 		failed = len(r.nodes) // not a matter of waiting for another owner
 	}
@@ -199,8 +315,16 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waite
 	// The undo wakes nobody: waiters wait on a majority holder, not on the
 	// scattered grants of a failed round. (A master that granted took the
 	// waiter out of its queue and woke the next one there; the waiter's
-	// next round queues it again, at the back.)
-	r.releaseAll(context.WithoutCancel(ctx), n, val, false, timeout)
+	// next round queues it again, at the back.) Where the undo cannot be
+	// seen to have removed a grant, or a request of unknown outcome may yet
+	// run, the master stays pending: settle goes on there if the
+	// acquisition fails.
+	undone, _ := r.releaseEach(context.WithoutCancel(ctx), n, val, false, timeout)
+	for i, x := range res {
+		if x.ok && undone[i] < 0 || x.err != nil && maybeRan(x.err) && undone[i] != 1 {
+			a.mark(i, len(r.nodes))
+		}
+	}
 
 	if failed > len(r.nodes)-r.quorum {
 		return nil, verdict{}, fmt.Errorf("redlock: %d of %d masters failed, quorum %d: %w", failed, len(r.nodes), r.quorum, errors.Join(errs...))
@@ -225,19 +349,51 @@ func (r *redlock) round(ctx context.Context, req *driver.Request, n names, waite
 	return nil, v, nil
 }
 
-// raiseFences sets the fence of every granting master that is below token,
-// and returns how many granting masters now hold token.
-func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, val string, token int64, timeout time.Duration) int {
+// maybeRan reports whether a request that failed may have run, or may yet
+// run, on its master: anything but a refused dial, a pool that gave no
+// connection, or an error reply from the server.
+func maybeRan(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return false
+	}
+	var re goredis.Error
+	if errors.As(err, &re) {
+		return false
+	}
+	return !errors.Is(err, goredis.ErrPoolTimeout) && !errors.Is(err, goredis.ErrClosed)
+}
+
+// raiseFences writes the token back before the lock counts: to every
+// granting master whose proposal was lower (conditional on still holding
+// the lock there), and to every master that answered without granting
+// (unconditional: a fence only rises). It returns how many granting masters
+// now hold the token, and why the others do not. A later majority meets this round's answering masters
+// in at least one master, which proposes more unless it lost its counter;
+// the token is carried forward by every master that answered, not just by
+// the granting majority, so that when all answer, it takes a majority of
+// masters losing their counters to lose it (redis/doc.go, Redlock).
+func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, val string, token int64, timeout time.Duration) (int, error) {
 	var mu sync.Mutex
+	var errs []error
 	fenced := 0
 	tok := strconv.FormatInt(token, 10)
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
-		if !res[i].ok || res[i].err != nil {
+		switch {
+		case res[i].err != nil:
 			return
-		}
-		if res[i].n != token {
+		case !res[i].ok:
+			fenceScript.Run(ctx, c, []string{n.lock, n.fence}, "", tok)
+			return
+		case res[i].n != token:
 			ok, err := fenceScript.Run(ctx, c, []string{n.lock, n.fence}, val, tok).Int64()
-			if err != nil || ok != 1 {
+			if err == nil && ok != 1 {
+				err = errors.New("the lock is no longer ours there")
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("master %d: fence: %w", i, err))
+				mu.Unlock()
 				return
 			}
 		}
@@ -245,33 +401,103 @@ func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, va
 		fenced++
 		mu.Unlock()
 	})
-	return fenced
+	return fenced, errors.Join(errs...)
 }
 
-// releaseAll runs release.lua on every master and returns how many released
-// the lock and how many failed. With wake, each master that released wakes
-// the head of its queue: at most one waiter per master.
-func (r *redlock) releaseAll(ctx context.Context, n names, val string, wake bool, timeout time.Duration) (released, failed int, err error) {
+// releaseEach runs release.lua on every master and returns what each
+// answered: 1 released, 0 not held by val, -1 failed. With wake, each
+// master that released wakes the head of its queue: at most one waiter per
+// master.
+func (r *redlock) releaseEach(ctx context.Context, n names, val string, wake bool, timeout time.Duration) ([]int8, error) {
+	return r.releaseOn(ctx, nil, n, val, wake, timeout)
+}
+
+// releaseOn is releaseEach on the masters i with only[i] (all when only is
+// nil); the others answer 0.
+func (r *redlock) releaseOn(ctx context.Context, only []bool, n names, val string, wake bool, timeout time.Duration) ([]int8, error) {
 	var mu sync.Mutex
 	var errs []error
-	ch := ""
+	var ch any = ""
 	if wake {
-		ch = r.wake
+		ch = r.wakeArg
 	}
 	keys := n.queueKeys()
+	answers := make([]int8, len(r.nodes))
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
+		if only != nil && !only[i] {
+			return
+		}
 		x, e := releaseScript.Run(ctx, c, keys[:], val, ch).Int64()
-		mu.Lock()
-		defer mu.Unlock()
 		switch {
 		case e != nil:
-			failed++
+			answers[i] = -1
+			mu.Lock()
 			errs = append(errs, fmt.Errorf("master %d: %w", i, e))
+			mu.Unlock()
 		case x == 1:
-			released++
+			answers[i] = 1
 		}
 	})
-	return released, failed, errors.Join(errs...)
+	return answers, errors.Join(errs...)
+}
+
+// settle removes, in the background, what a failed acquisition may have
+// left on its pending masters: a grant its undo could not reach, or a
+// request that timed out on a master that was frozen or cut off, queued on
+// its socket and run when it resumes — after the error returned, holding
+// the key for a whole TTL if nobody removed it. settle sends the release
+// (conditional on the owner value: it never touches another owner's lock)
+// to each pending master with a backoff (50 ms doubling to 1 s) until the
+// master released a lock, or answered twice that it holds none — the second
+// answer to a request sent after the first answer came back, so that the
+// server has by then run the requests that were queued on its sockets when
+// it resumed. It gives up a TTL after the failure (a master still silent
+// then, the key it is given later expires at its TTL and, alone, is no
+// majority) and when the Locker closes. The acquisition is over: no later
+// round of it can be given a lock under the same owner value.
+func (r *redlock) settle(a *acquisition) {
+	if a.pending == nil {
+		return
+	}
+	r.bgMu.Lock()
+	defer r.bgMu.Unlock()
+	if r.closed {
+		return
+	}
+	r.bgWG.Add(1)
+	go func() {
+		defer r.bgWG.Done()
+		ctx, cancel := context.WithTimeout(r.bgCtx, a.req.TTL)
+		defer cancel()
+		answered := make([]int, len(r.nodes))
+		d := 50 * time.Millisecond
+		t := time.NewTimer(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+			res, _ := r.releaseOn(ctx, a.pending, a.n, a.val, true, r.timeout(a.req.TTL))
+			left := false
+			for i, x := range res {
+				if !a.pending[i] {
+					continue
+				}
+				if x == 0 {
+					answered[i]++
+				}
+				a.pending[i] = x < 0 || x == 0 && answered[i] < 2
+				left = left || a.pending[i]
+			}
+			if !left {
+				return
+			}
+			d = min(2*d, time.Second)
+			t.Reset(d)
+		}
+	}()
 }
 
 // jitter is a random pause of up to span << n (never more than half the
@@ -289,8 +515,13 @@ func jitter(span time.Duration, n int, ttl time.Duration) time.Duration {
 // still one attempt: TryAcquire never waits for a holder.
 const tryRounds = 3
 
-func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	n := r.names(req.Key)
+func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	a := r.newAcquisition(req)
+	defer func() {
+		if err != nil {
+			r.settle(a)
+		}
+	}()
 	var t *time.Timer
 	defer func() {
 		if t != nil {
@@ -299,7 +530,7 @@ func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 	}()
 	for i := 1; ; i++ {
 		start := time.Now()
-		l, v, err := r.round(ctx, req, n, "")
+		l, v, err := r.round(ctx, a, "")
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -327,16 +558,21 @@ func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 // stays down, and the caller should hear of it in well under its deadline.
 const failedRounds = 3
 
-func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	n := r.names(req.Key)
+func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	a := r.newAcquisition(req)
 	// One acquisition per key at a time in this Locker: its goroutines would
 	// only split the masters between themselves.
-	release, err := r.gates.enter(ctx, n.tag)
+	release, err := r.gates.enter(ctx, a.n.tag)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	l, _, err := r.retryRound(ctx, req, n, "")
+	defer func() {
+		if err != nil {
+			r.settle(a)
+		}
+	}()
+	l, _, err := r.retryRound(ctx, a, "")
 	if l != nil || err != nil {
 		return l, err
 	}
@@ -347,12 +583,12 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	splits := 0
 	for {
 		start := time.Now()
-		l, v, err := r.retryRound(ctx, req, n, w.id)
+		l, v, err := r.retryRound(ctx, a, w.id)
 		if l != nil {
 			return l, nil
 		}
 		if err != nil {
-			r.leaveAll(ctx, n, w, req.TTL)
+			r.leaveAll(ctx, a.n, w, req.TTL)
 			return nil, err
 		}
 		var d time.Duration
@@ -366,7 +602,7 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 			splits = 0
 		}
 		if err := w.wait(ctx, d); err != nil {
-			r.leaveAll(ctx, n, w, req.TTL)
+			r.leaveAll(ctx, a.n, w, req.TTL)
 			return nil, err
 		}
 	}
@@ -381,13 +617,13 @@ func (r *redlock) leaveAll(ctx context.Context, n names, w *waiter, ttl time.Dur
 
 // retryRound runs rounds until one does not fail for want of masters, at
 // most failedRounds of them, separated by jitter.
-func (r *redlock) retryRound(ctx context.Context, req *driver.Request, n names, waiter string) (driver.Lock, verdict, error) {
+func (r *redlock) retryRound(ctx context.Context, a *acquisition, waiter string) (driver.Lock, verdict, error) {
 	for i := 1; ; i++ {
-		l, v, err := r.round(ctx, req, n, waiter)
+		l, v, err := r.round(ctx, a, waiter)
 		if err == nil || i == failedRounds || ctx.Err() != nil {
 			return l, v, err
 		}
-		t := time.NewTimer(jitter(r.timeout(req.TTL), i-1, req.TTL))
+		t := time.NewTimer(jitter(r.timeout(a.req.TTL), i-1, a.req.TTL))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -422,12 +658,17 @@ func (r *redlock) subscribe(ctx context.Context, ttl time.Duration) {
 }
 
 func (r *redlock) Close() error {
+	r.bgMu.Lock()
+	r.closed = true
+	r.bgMu.Unlock()
+	r.bgCancel()
+	r.bgWG.Wait()
 	var errs []error
 	for _, s := range r.subs {
 		errs = append(errs, s.close())
 	}
 	if r.closeClient {
-		for _, c := range r.nodes {
+		for _, c := range r.owned { // duplicates too; a second Close says ErrClosed
 			if err := c.Close(); err != nil && !errors.Is(err, goredis.ErrClosed) {
 				errs = append(errs, err)
 			}
@@ -488,7 +729,16 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 // ErrLeaseLost when no majority held it any more, and an error when too
 // many masters failed to tell.
 func (l *rlock) Release(ctx context.Context) error {
-	released, failed, err := l.r.releaseAll(ctx, l.n, l.val, true, l.r.timeout(l.ttl))
+	answers, err := l.r.releaseEach(ctx, l.n, l.val, true, l.r.timeout(l.ttl))
+	var released, failed int
+	for _, x := range answers {
+		switch x {
+		case 1:
+			released++
+		case -1:
+			failed++
+		}
+	}
 	switch {
 	case released >= l.r.quorum:
 		return nil

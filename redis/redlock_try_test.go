@@ -15,46 +15,35 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// TryAcquire over Redlock says ErrLocked only when another owner's grants
-// alone make a majority. Other owners' grants are planted on chosen masters
-// with the package's own acquire script and key names, so each case is
-// deterministic:
+// TryAcquire over Redlock answers as on every backend: ErrLocked when a
+// majority of the masters answered and did not grant (another owner holds
+// the lock, or contenders split the masters: contention either way), and
+// ErrUnavailable only when no majority answered. Other owners' grants are
+// planted on chosen masters with the package's own acquire script and key
+// names, so each case is deterministic:
 //
-//   - another owner on 3 of 5: ErrLocked (also with the other 2 silent);
+//   - another owner on 3 of 5: ErrLocked in one round (also with the other
+//     2 silent);
 //   - another owner on 2 of 5, the rest free: the lock is ours;
-//   - two other owners on 2 of 5 each (a split nobody can win): not
-//     ErrLocked — ErrUnavailable wrapping redis.ErrContended, after a few
-//     rounds, with nothing left behind;
-//   - another owner on 1 of 3 answering masters, 2 silent: it may hold 3,
-//     nobody can tell — ErrUnavailable, not ErrLocked, not ErrContended;
+//   - two other owners on 2 of 5 each (a split nobody can win): ErrLocked,
+//     wrapping redis.ErrContended, after a few rounds, with nothing left
+//     behind;
+//   - another owner on 1 of 3 answering masters, 2 silent: a majority
+//     answered and did not grant: ErrLocked;
+//   - another owner on 1 of 2 answering masters, 3 silent: no majority
+//     answered: ErrUnavailable, not ErrLocked;
 //   - Acquire over a split waits until the planted grants expire, then wins.
-func TestRedlock_TryAcquire_ErrLockedOnlyForAMajorityHolder(t *testing.T) {
+func TestRedlock_TryAcquire_ContentionIsErrLocked(t *testing.T) {
 	c := testenv.RedisMasters(t, 5)
 	addrs := c.Addrs()
 	const ttl = 10 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	var src []byte
-	for _, f := range []string{"queue.lua", "acquire.lua"} { // as scripts.go joins them
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src = append(src, b...)
-	}
-	acquire := goredis.NewScript(string(src))
-	// plant grants key to owner on the masters of addrs at idx, as that
-	// owner's acquire round would have, with a PX of px.
 	plant := func(t *testing.T, prefix, key, owner string, px time.Duration, idx ...int) {
 		t.Helper()
-		p := prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}"
 		for _, i := range idx {
-			v, err := acquire.Run(ctx, direct(t, addrs[i]), []string{p + ":lock", p + ":fence", p + ":q", p + ":qd"},
-				owner+" planted", px.Milliseconds(), prefix+"w:").Int64()
-			if err != nil || v < 1 { // a grant replies with its token
-				t.Fatalf("planting %s on master %d: %v %v", owner, i, v, err)
-			}
+			plantGrant(t, ctx, addrs[i], prefix, key, owner, px)
 		}
 	}
 	// newLocker is a Redlock over addrs with the masters at silent replaced
@@ -126,26 +115,33 @@ func TestRedlock_TryAcquire_ErrLockedOnlyForAMajorityHolder(t *testing.T) {
 		plant(t, prefix, "k", "a", ttl, 0, 1)
 		plant(t, prefix, "k", "b", ttl, 2, 3)
 		_, err := newLocker(t, prefix).TryAcquire(ctx, "k")
-		if errors.Is(err, locker.ErrLocked) {
-			t.Fatalf("TryAcquire on a split (2, 2, 1 free) = %v: nobody holds a majority, it must not be ErrLocked", err)
+		if !errors.Is(err, locker.ErrLocked) || errors.Is(err, locker.ErrUnavailable) {
+			t.Fatalf("TryAcquire on a split (2, 2, 1 free) = %v: every master answered, none granted a majority: want ErrLocked", err)
 		}
-		if !errors.Is(err, locker.ErrUnavailable) || !errors.Is(err, redis.ErrContended) {
-			t.Fatalf("TryAcquire on a split = %v, want ErrUnavailable wrapping redis.ErrContended", err)
+		if !errors.Is(err, redis.ErrContended) {
+			t.Fatalf("TryAcquire on a split = %v, want it to wrap redis.ErrContended", err)
 		}
 		noLocksOf(t, prefix, 4)
 	})
 
-	t.Run("undecidable", func(t *testing.T) {
+	t.Run("minority holder, 2 silent", func(t *testing.T) {
 		prefix := testPrefix()
 		plant(t, prefix, "k", "other", ttl, 0)
 		_, err := newLocker(t, prefix, 3, 4).TryAcquire(ctx, "k")
-		if errors.Is(err, locker.ErrLocked) || errors.Is(err, redis.ErrContended) {
-			t.Fatalf("TryAcquire with another owner on 1 of 3 answering masters, 2 silent = %v: nobody can tell, want ErrUnavailable only", err)
-		}
-		if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), "2 of 5 masters did not answer; cannot tell whether the lock is held") {
-			t.Fatalf("TryAcquire with another owner on 1 of 3 answering masters, 2 silent = %v, want ErrUnavailable saying the masters did not answer", err)
+		if !errors.Is(err, locker.ErrLocked) || errors.Is(err, locker.ErrUnavailable) {
+			t.Fatalf("TryAcquire with another owner on 1 of 3 answering masters, 2 silent = %v: a majority answered and did not grant: want ErrLocked", err)
 		}
 		noLocksOf(t, prefix, 1, 2)
+	})
+
+	t.Run("majority silent", func(t *testing.T) {
+		prefix := testPrefix()
+		plant(t, prefix, "k", "other", ttl, 0)
+		_, err := newLocker(t, prefix, 2, 3, 4).TryAcquire(ctx, "k")
+		if errors.Is(err, locker.ErrLocked) || !errors.Is(err, locker.ErrUnavailable) {
+			t.Fatalf("TryAcquire with another owner on 1 of 2 answering masters, 3 silent = %v: no majority answered: want ErrUnavailable", err)
+		}
+		noLocksOf(t, prefix, 1)
 	})
 
 	t.Run("Acquire over a split", func(t *testing.T) {
@@ -167,4 +163,33 @@ func TestRedlock_TryAcquire_ErrLockedOnlyForAMajorityHolder(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// keyNames are the lock and fence keys of key under prefix, as the package
+// names them.
+func keyNames(prefix, key string) (lock, fence string) {
+	p := prefix + "{" + base64.RawURLEncoding.EncodeToString([]byte(key)) + "}"
+	return p + ":lock", p + ":fence"
+}
+
+// plantGrant grants key to owner on the master at addr, as that owner's
+// acquire round would have, with a PX of px, and returns the token.
+func plantGrant(t testing.TB, ctx context.Context, addr, prefix, key, owner string, px time.Duration) int64 {
+	t.Helper()
+	var src []byte
+	for _, f := range []string{"queue.lua", "acquire.lua"} { // as scripts.go joins them
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
+	lock, fence := keyNames(prefix, key)
+	q := strings.TrimSuffix(lock, ":lock")
+	v, err := goredis.NewScript(string(src)).Run(ctx, direct(t, addr), []string{lock, fence, q + ":q", q + ":qd"},
+		owner+" planted", px.Milliseconds(), prefix+"w:").Int64()
+	if err != nil || v < 1 { // a grant replies with its token
+		t.Fatalf("planting %s on %s: %v %v", owner, addr, v, err)
+	}
+	return v
 }

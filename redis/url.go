@@ -60,6 +60,13 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 		}
 		own = append(own, WithAcceptEviction(accept))
 	}
+	if q.Has("allow_few_masters") {
+		allow, err := takeBool(q, "allow_few_masters")
+		if err != nil {
+			return nil, err
+		}
+		own = append(own, WithAllowFewMasters(allow))
+	}
 	opts = append(own, opts...)
 	isRedlock, err := takeBool(q, "redlock")
 	if err != nil {
@@ -126,6 +133,9 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 		}
 		l, err := newLocker(opts, func(cfg config) (*redlock, error) {
 			r, err := newRedlock(clients, cfg)
+			if errors.Is(err, locker.ErrInvalidOption) {
+				err = invalidURL("host %q: %v", u.Host, err)
+			}
 			if err == nil {
 				err = r.ping(ctx)
 			}

@@ -19,8 +19,8 @@ func TestOpen_SchemesReachTheServer(t *testing.T) {
 	prefix := testPrefix()
 	for _, u := range []string{
 		"redis://" + addr + "/0?prefix=" + prefix + "&dial_timeout=2s",
-		"redlock://" + addr + "?prefix=" + prefix,
-		"redis://" + addr + "/?redlock=true&node_timeout=200ms&prefix=" + prefix,
+		"redlock://" + addr + "?allow_few_masters=true&prefix=" + prefix,
+		"redis://" + addr + "/?redlock=true&allow_few_masters=true&node_timeout=200ms&prefix=" + prefix,
 	} {
 		l, err := locker.Open(ctx, u, locker.WithTTL(time.Second))
 		if err != nil {

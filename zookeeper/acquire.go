@@ -1,11 +1,14 @@
 package zookeeper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -55,7 +58,6 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 		}
 	}
 	start := time.Now()
-	gen := b.gen.Load()
 	session := b.conn.SessionID()
 	name, dirStat, pending, err := b.create(ctx, dir, prefix, []byte(req.Label))
 	if err != nil {
@@ -73,7 +75,7 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 		// the lock's watcher (lock.watch), which checks the node first.
 		l = newLock(b, req, dir+"/"+name, dirStat.Mzxid, session, start, nil)
 	} else {
-		l, err = b.contend(ctx, req, dir, name, wait, gen)
+		l, err = b.contend(ctx, req, dir, name, wait)
 		if err != nil {
 			b.cleanup(dir, prefix, name, nil)
 			return nil, err
@@ -239,7 +241,7 @@ func (b *backend) createDir(dir string) error {
 // contend waits, if wait is set, until the own node name is the first of
 // dir, and returns the granted lock. It returns locker.ErrLocked when wait is
 // not set and another node is first.
-func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name string, wait bool, gen int64) (*lock, error) {
+func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name string, wait bool) (*lock, error) {
 	own := dir + "/" + name
 	prefix := name[:33]
 
@@ -265,7 +267,7 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 	}()
 	go func() {
 		defer b.wg.Done()
-		exists, st, w, err := b.conn.ExistsW(own)
+		exists, st, w, err := b.watchOwn(own)
 		oc <- ownResult{exists, st, w, err}
 	}()
 	var (
@@ -290,9 +292,11 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 	}
 	czxid, session := st.Czxid, st.EphemeralOwner
 	waited := false
-	var lastRead time.Time
 	for {
-		queue := parseChildren(kids)
+		queue, err := b.queue(ctx, dir, kids)
+		if err != nil {
+			return nil, err
+		}
 		idx := -1
 		for i, c := range queue {
 			switch {
@@ -320,7 +324,7 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 		pred := dir + "/" + queue[idx-1].name
 		predExists := true
 		var predW <-chan zk.Event
-		err := b.do(ctx, func() (err error) {
+		err = b.do(ctx, func() (err error) {
 			_, _, predW, err = b.conn.GetW(pred)
 			if errors.Is(err, zk.ErrNoNode) {
 				predExists, err = false, nil
@@ -347,7 +351,6 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 				return nil, errClosed
 			}
 		}
-		lastRead = time.Now()
 		err = b.do(ctx, func() (err error) {
 			kids, _, err = b.conn.Children(dir)
 			sessionNow = b.conn.SessionID()
@@ -359,26 +362,21 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 	}
 
 	var start time.Time
-	reconnected := !b.stateEvents || b.gen.Load() != gen
-	if (waited && reconnected) || ownW == nil || session != sessionNow {
-		// After a reconnect the queue may have been read through a server
-		// that had not yet seen the own node's deletion (a session that
-		// expired while we waited, and a lagging server): sync, and read the
-		// own node again before claiming the lock. The read proves the
-		// session alive after it was sent: the lease's validity starts there.
-		// Without a reconnect, one connection to one server saw the own
-		// create and every later change in order: no sync is needed.
+	if waited || ownW == nil || session != sessionNow {
+		// The queue may have been read through a server that had not seen
+		// the own node's deletion (a session that expired while we waited,
+		// and a lagging follower, or one cut off from its peers, which
+		// answers reads from its stale copy): sync with the leader, and
+		// read the own node again before claiming the lock. That proves the
+		// session alive at the quorum after the sync was sent: the lease's
+		// validity starts there, not at an earlier read.
 		start = time.Now()
 		err := b.do(ctx, func() (err error) {
-			if _, err = b.conn.Sync(own); err != nil {
-				return err
+			var w <-chan zk.Event
+			exists, st, w, sessionNow, err = b.syncRead(own, ownW == nil, start)
+			if w != nil {
+				ownW = w
 			}
-			if ownW == nil {
-				exists, st, ownW, err = b.conn.ExistsW(own)
-			} else {
-				exists, st, err = b.conn.Exists(own)
-			}
-			sessionNow = b.conn.SessionID()
 			return err
 		})
 		if err != nil {
@@ -389,15 +387,128 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 		}
 		session = st.EphemeralOwner
 	}
-	if start.IsZero() && waited {
-		// The last queue read, sent after the predecessor went, proves the
-		// session alive: start the lease's validity no earlier than that.
-		start = lastRead
-	}
 	if session != sessionNow {
 		return nil, fmt.Errorf("%w: node belongs to session %#x, the connection has session %#x", errVanished, session, sessionNow)
 	}
 	return newLock(b, req, own, czxid, session, start, ownW), nil
+}
+
+// syncRead syncs with the leader (a sync sent at after or later, see
+// quorumSync) and then reads the node at p, setting a watch on it when watch
+// is set (see watchOwn). It returns the connection's session id as of the
+// read's reply.
+func (b *backend) syncRead(p string, watch bool, after time.Time) (exists bool, st *zk.Stat, w <-chan zk.Event, session int64, err error) {
+	if err = b.quorumSync(after); err != nil {
+		return false, nil, nil, 0, err
+	}
+	if watch {
+		exists, st, w, err = b.watchOwn(p)
+	} else {
+		exists, st, err = b.conn.Exists(p)
+	}
+	return exists, st, w, b.conn.SessionID(), err
+}
+
+// syncCall is one sync request, shared by the callers that may use it.
+type syncCall struct {
+	sent time.Time
+	done chan struct{}
+	err  error
+}
+
+// quorumSync returns once a sync sent at after or later has been answered:
+// the server the connection uses has then caught up with the leader as of
+// after, so it is not cut off from the quorum. Callers share syncs: a caller
+// joins the newest one in flight if it was sent no earlier than after, and
+// sends a new one otherwise (never waiting for an older one), so leases
+// refreshed together cost one sync.
+func (b *backend) quorumSync(after time.Time) error {
+	b.syncMu.Lock()
+	c := b.syncing
+	if c == nil || c.sent.Before(after) {
+		c = &syncCall{sent: time.Now(), done: make(chan struct{})}
+		b.syncing = c
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			_, c.err = b.conn.Sync("/")
+			b.syncMu.Lock()
+			if b.syncing == c {
+				b.syncing = nil
+			}
+			b.syncMu.Unlock()
+			close(c.done)
+		}()
+	}
+	b.syncMu.Unlock()
+	<-c.done
+	return c.err
+}
+
+// watchOwn reads the own node and sets a watch on it. It uses GetW, not
+// ExistsW: on a node already gone, ExistsW would leave a watch for its
+// creation (which never comes: the name is never made again) on the client
+// and the server for the rest of the session.
+func (b *backend) watchOwn(own string) (bool, *zk.Stat, <-chan zk.Event, error) {
+	_, st, w, err := b.conn.GetW(own)
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil, nil, nil
+	}
+	return err == nil, st, w, err
+}
+
+// queue returns the children of dir in queue order: by sequence number, or,
+// when two share one (see tied), by czxid, the zxid of the transaction that
+// made each, read from every child (the reads pipelined on the connection).
+// Children gone meanwhile are left out.
+func (b *backend) queue(ctx context.Context, dir string, kids []string) ([]child, error) {
+	q := parseChildren(kids)
+	if !tied(q) {
+		return q, nil
+	}
+	czxids := make([]int64, len(q))
+	err := b.do(ctx, func() error {
+		errs := make([]error, len(q))
+		var wg sync.WaitGroup
+		for i, c := range q {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ok, st, err := b.conn.Exists(dir + "/" + c.name)
+				switch {
+				case err != nil:
+					errs[i] = err
+				case ok:
+					czxids[i] = st.Czxid
+				}
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := q[:0]
+	for i, c := range q {
+		if czxids[i] != 0 {
+			out = append(out, child{name: c.name, seq: czxids[i]})
+		}
+	}
+	slices.SortFunc(out, func(a, b child) int { return cmp.Compare(a.seq, b.seq) })
+	return out, nil
+}
+
+// resetDir deletes dir if it is empty and the sequence number seq of a node
+// just deleted from it is past 2^30: the directory is then made again with
+// its counter at 0, before ZooKeeper stops the counter at 2^31-1 (see tied).
+// The server refuses to delete a directory with children: a queue in use is
+// left alone.
+func (b *backend) resetDir(ctx context.Context, dir string, seq int64) {
+	if seq < 1<<30 {
+		return
+	}
+	_ = b.do(ctx, func() error { return b.conn.Delete(dir, -1) })
 }
 
 // eventCause says why a watch fired, as an error.

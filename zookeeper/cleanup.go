@@ -63,6 +63,9 @@ func (b *backend) removeOwn(dir, prefix, known string, pending <-chan createResu
 	backoff := 20 * time.Millisecond
 	for {
 		err := b.removeOnce(ctx, dir, prefix, known)
+		if err != nil && (ctx.Err() != nil || !retryable(err)) && b.ctx.Err() == nil {
+			b.log.Warn("zookeeper: clean-up of an own node gave up", "dir", dir, "node", known, "err", err)
+		}
 		if err == nil || ctx.Err() != nil || !retryable(err) {
 			return
 		}

@@ -6,8 +6,10 @@ import (
 	"log"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/distlock/locker"
-	_ "github.com/distlock/locker/zookeeper" // registers zookeeper://
+	"github.com/distlock/locker/zookeeper"
 )
 
 // Opening a Locker from a URL: the session timeout is the TTL of every lease.
@@ -27,4 +29,25 @@ func Example_openFromURL() {
 	if err != nil {
 		log.Print(err)
 	}
+}
+
+// New over a connection the caller made and keeps: it says which session
+// timeout it asked for (the server must allow it: its min/maxSessionTimeout)
+// and hands over the connection's events.
+func ExampleNew() {
+	conn, events, err := zk.Connect([]string{"zk1:2181", "zk2:2181", "zk3:2181"}, 15*time.Second)
+	if err != nil {
+		log.Print(err)
+		return
+	}
+	defer conn.Close()
+	l, err := zookeeper.New(conn,
+		zookeeper.WithSessionTimeout(15*time.Second),
+		zookeeper.WithEvents(events),
+		zookeeper.WithRoot("/myapp/locks"))
+	if err != nil {
+		log.Print(err)
+		return
+	}
+	defer l.Close()
 }

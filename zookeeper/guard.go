@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
 )
 
@@ -25,32 +26,54 @@ type Guard struct {
 
 var _ fencing.Guard = (*Guard)(nil)
 
-// NewGuard returns a Guard keeping its token nodes under root (an absolute
-// path, created on first use) with ACL acl (nil: all rights to anyone).
-func NewGuard(conn *zk.Conn, root string, acl []zk.ACL) (*Guard, error) {
-	if err := validateRoot(root); err != nil {
-		return nil, fmt.Errorf("zookeeper: guard root %q: %v", root, err)
+// DefaultGuardRoot is the node under which a Guard keeps its token nodes.
+const DefaultGuardRoot = "/locker-fences"
+
+// A GuardOption configures NewGuard.
+type GuardOption func(*Guard)
+
+// WithGuardRoot sets the absolute path under which the Guard keeps its token
+// nodes (default DefaultGuardRoot; created on first use).
+func WithGuardRoot(root string) GuardOption { return func(g *Guard) { g.root = root } }
+
+// WithGuardACL sets the ACL of the nodes the Guard creates (default: all
+// rights to anyone).
+func WithGuardACL(acl []zk.ACL) GuardOption { return func(g *Guard) { g.acl = acl } }
+
+// NewGuard returns a Guard over conn, which the caller owns.
+func NewGuard(conn *zk.Conn, opts ...GuardOption) (*Guard, error) {
+	if conn == nil {
+		return nil, fmt.Errorf("zookeeper: guard: %w: nil *zk.Conn", locker.ErrInvalidOption)
 	}
-	if acl == nil {
-		acl = zk.WorldACL(zk.PermAll)
+	g := &Guard{conn: conn, root: DefaultGuardRoot}
+	for _, o := range opts {
+		if o != nil {
+			o(g)
+		}
 	}
-	return &Guard{conn: conn, root: root, acl: acl}, nil
+	if err := validateRoot(g.root); err != nil {
+		return nil, fmt.Errorf("zookeeper: guard: %w: root %q: %v", locker.ErrInvalidOption, g.root, err)
+	}
+	if len(g.acl) == 0 {
+		g.acl = zk.WorldACL(zk.PermAll)
+	}
+	return g, nil
 }
 
 // Admit implements fencing.Guard.
 func (g *Guard) Admit(ctx context.Context, resource string, token uint64) error {
-	_, err := g.Do(ctx, resource, token)
+	_, err := g.Write(ctx, resource, token)
 	return err
 }
 
-// Do admits token for resource and, in the same transaction, applies ops
+// Write admits token for resource and, in the same transaction, applies ops
 // (*zk.CreateRequest, *zk.SetDataRequest, *zk.DeleteRequest or
 // *zk.CheckVersionRequest: the writes the lock protects). Either the token is
 // admitted and every op applied, or nothing changes: a stale token returns an
 // error wrapping fencing.ErrStaleToken. It returns the responses to ops.
 // go-zookeeper's calls take no context: ctx is checked before each attempt,
 // and a call in flight runs until ZooKeeper answers or the connection fails.
-func (g *Guard) Do(ctx context.Context, resource string, token uint64, ops ...any) ([]zk.MultiResponse, error) {
+func (g *Guard) Write(ctx context.Context, resource string, token uint64, ops ...any) ([]zk.MultiResponse, error) {
 	if token == 0 {
 		return nil, fmt.Errorf("%w: resource %q: token 0 is never issued", fencing.ErrStaleToken, resource)
 	}

@@ -30,14 +30,32 @@ type lock struct {
 	// releasing is set before this lock deletes its own node, so that the
 	// deletion it causes is not reported as a loss.
 	releasing atomic.Bool
-	done      chan struct{} // closed when the own node is deleted by this lock
-	doneOnce  sync.Once
+	// failed is set by a refresh that failed: the portable layer then
+	// reports the lease lost and releases it (see Release).
+	failed   atomic.Bool
+	done     chan struct{} // closed when the own node is deleted by this lock
+	doneOnce sync.Once
 
 	// validUntil is the end of the validity promised to the holder (Start +
 	// TTL, moved by each refresh): a lock declared lost while its session
 	// may live on is not deleted before it (session.go).
 	mu         sync.Mutex
 	validUntil time.Time
+	// watching is the loss watch that watch has set (nil until then), for
+	// Refresh.
+	watching <-chan zk.Event
+}
+
+func (l *lock) setWatch(ch <-chan zk.Event) {
+	l.mu.Lock()
+	l.watching = ch
+	l.mu.Unlock()
+}
+
+func (l *lock) currentWatch() <-chan zk.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.watching
 }
 
 // newLock returns the lock of the own node at path, granted at start (zero
@@ -82,6 +100,7 @@ func (l *lock) watch() {
 			return
 		}
 	}
+	l.setWatch(ch)
 	for {
 		select {
 		case ev := <-ch:
@@ -104,6 +123,7 @@ func (l *lock) watch() {
 				return
 			}
 			ch = next
+			l.setWatch(ch)
 		case <-l.done:
 			return
 		case <-l.b.closing:
@@ -141,19 +161,57 @@ func (l *lock) rewatch() (<-chan zk.Event, bool) {
 	return nil, false
 }
 
-// Refresh reads the own node: it proves that the session was alive at the
-// server after Refresh began (any request renews it for the session timeout,
-// which is the TTL) and that the node is still this lease's.
+// Refresh proves that the session was alive at the quorum after Refresh
+// began (any request renews it for the session timeout, which is the TTL)
+// and that the own node is still this lease's. It syncs with the leader: a
+// follower cut off from its peers, which answers reads from its stale copy
+// while the leader expires the session, cannot answer a sync. Once the loss
+// watch is set, the sync alone also proves the node: go-zookeeper delivers
+// a watch event before any reply that follows it, and a server sends the
+// deletion of a node it applied before it answers a later sync, so a watch
+// still silent when the sync returns means the node was there as of the
+// sync. Before that (just after a grant), the node is read after the sync.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	err := l.refresh(ctx, ttl)
+	if err != nil {
+		// The holder is told its lease is lost; the node may still be
+		// there, in a live session: Release deletes it no earlier than the
+		// validity promised before this refresh.
+		l.failed.Store(true)
+	}
+	return err
+}
+
+func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
+	if ch := l.currentWatch(); ch != nil {
+		err := l.b.do(ctx, func() error { return l.b.quorumSync(sent) })
+		session := l.b.conn.SessionID()
+		switch {
+		case errors.Is(err, zk.ErrSessionExpired):
+			return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
+		case err != nil:
+			return err
+		case session != l.session:
+			return fmt.Errorf("%w: own node belongs to session %#x, the connection now has session %#x", locker.ErrLeaseLost, l.session, session)
+		}
+		select {
+		case <-ch:
+			// Fired (or taken by watch, which reports the loss): the
+			// node was deleted, or the watch ended with the connection.
+			return fmt.Errorf("%w: own node %s: its watch fired", locker.ErrLeaseLost, l.path)
+		default:
+		}
+		l.promise(sent.Add(ttl))
+		return nil
+	}
 	var (
 		exists  bool
 		st      *zk.Stat
 		session int64
 	)
 	err := l.b.do(ctx, func() (err error) {
-		exists, st, err = l.b.conn.Exists(l.path)
-		session = l.b.conn.SessionID()
+		exists, st, _, session, err = l.b.syncRead(l.path, false, sent)
 		return err
 	})
 	switch {
@@ -173,11 +231,21 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // Release deletes the own node. Its name carries the owner id, so no other
 // owner's node is ever deleted.
 func (l *lock) Release(ctx context.Context) error {
+	if l.failed.Load() && time.Now().Before(l.promisedUntil()) {
+		// After a failed refresh (the clean-up of a lost lease): not
+		// before the validity the holder was promised ends.
+		l.deleteAfterPromise()
+		return nil
+	}
 	l.releasing.Store(true)
 	err := l.b.do(ctx, func() error { return l.b.conn.Delete(l.path, -1) })
 	switch {
 	case err == nil:
 		l.finish()
+		dir, name, _ := cutLast(l.path)
+		if seq, ok := sequence(name); ok {
+			l.b.resetDir(ctx, dir, seq)
+		}
 		return nil
 	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrSessionExpired):
 		l.finish()

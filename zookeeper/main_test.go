@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,18 +64,64 @@ func (d *killDialer) kill() {
 	}
 }
 
-// dial returns a Locker of testTTL over servers under root, closed when the
-// test ends.
-func dial(t testing.TB, servers []string, root string, opts ...locker.Option) *zookeeper.Locker {
+// zkURL is the URL of a Locker over servers under root, whose session
+// timeout (and so TTL) is testTTL.
+func zkURL(servers []string, root string) string {
+	return "zookeeper://" + strings.Join(servers, ",") + root + "?session_timeout=" + testTTL.String()
+}
+
+// dial returns a Locker of testTTL over servers under root, through the URL
+// (a connection of its own), closed when the test ends.
+func dial(t testing.TB, servers []string, root string, opts ...locker.Option) locker.Locker {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := zookeeper.Dial(ctx, servers, zookeeper.Config{Root: root, SessionTimeout: testTTL}, opts...)
+	l, err := locker.Open(ctx, zkURL(servers, root), opts...)
 	if err != nil {
-		t.Fatalf("Dial: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
+}
+
+// quiet discards go-zookeeper's log lines.
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
+
+// ownedConn is a Locker made by New over a connection of the test's, which
+// its Close closes too.
+type ownedConn struct {
+	locker.Locker
+	conn *zk.Conn
+}
+
+func (o ownedConn) Close() error {
+	err := o.Locker.Close()
+	o.conn.Close()
+	return err
+}
+
+// dialWith connects to servers with a session timeout of ttl through dialer
+// (nil: net.DialTimeout) and returns New's Locker under root over that
+// connection, given its events, and the connection. The Locker's Close
+// closes the connection too.
+func dialWith(servers []string, root string, ttl time.Duration, dialer zk.Dialer, opts ...locker.Option) (locker.Locker, *zk.Conn, error) {
+	if dialer == nil {
+		dialer = net.DialTimeout
+	}
+	conn, events, err := zk.Connect(servers, ttl, zk.WithDialer(dialer), zk.WithLogger(quiet{}))
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := zookeeper.New(conn, append([]locker.Option{
+		zookeeper.WithRoot(root), zookeeper.WithSessionTimeout(ttl), zookeeper.WithEvents(events),
+	}, opts...)...)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return ownedConn{l, conn}, conn, nil
 }
 
 // rawConn returns a bare go-zookeeper connection with a session, closed when

@@ -106,7 +106,11 @@ func TestToken_IsOwnNodeCzxid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := freshRoot(t)
 			ctx := ctxT(t, 30*time.Second)
-			l, err := zookeeper.Dial(ctx, addr, zookeeper.Config{Root: root, SessionTimeout: testTTL, ACL: tc.acl}, locker.WithTTL(testTTL))
+			var opts []locker.Option
+			if tc.acl != nil {
+				opts = append(opts, zookeeper.WithACL(tc.acl))
+			}
+			l, err := locker.Open(ctx, zkURL(addr, root), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,79 +10,94 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
-	"github.com/distlock/locker/driver"
 )
 
-func init() { locker.Register(Scheme, locker.BackendOpener(open)) }
+func init() { locker.Register(Scheme, open) }
 
-// open is the Opener of the "zookeeper" scheme; see the package doc, "URLs".
-func open(ctx context.Context, u *url.URL) (driver.Backend, error) {
-	cfg, servers, connectTimeout, err := parseURL(u)
+// open is the Opener of the "zookeeper" scheme; see the package doc. The
+// URL's settings go before the caller's options, which override them.
+func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker, error) {
+	p, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	return dial(ctx, servers, cfg)
+	bc := locker.SplitOptions(Scheme, append(p.opts, opts...))
+	cfg, err := newConfig(bc, p.digest)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: open: %w", err)
+	}
+	b, err := dial(ctx, p.servers, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: open: %w", err)
+	}
+	return b.locker(bc.Options)
 }
 
-func parseURL(u *url.URL) (cfg Config, servers []string, connectTimeout time.Duration, err error) {
+// parsedURL is what a zookeeper:// URL says.
+type parsedURL struct {
+	servers []string
+	digest  string          // "user:password", or ""
+	opts    []locker.Option // WithRoot, WithSessionTimeout, WithConnectTimeout
+}
+
+func parseURL(u *url.URL) (parsedURL, error) {
+	var p parsedURL
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: zookeeper: "+format, append([]any{locker.ErrInvalidURL}, args...)...)
 	}
 	if u.Opaque != "" {
-		return cfg, nil, 0, bad("want zookeeper://host:port[,host:port…]/root")
+		return p, bad("want zookeeper://host:port[,host:port…]/root")
 	}
 	if u.Host == "" {
-		return cfg, nil, 0, bad("no host: want zookeeper://host:port[,host:port…]/root")
+		return p, bad("no host: want zookeeper://host:port[,host:port…]/root")
 	}
 	for _, h := range strings.Split(u.Host, ",") {
 		host, port, err := net.SplitHostPort(h)
 		if err != nil {
-			// No port: ZooKeeper's own.
-			host, port = h, "2181"
+			// No port: ZooKeeper's own. An IPv6 literal keeps its
+			// brackets in the URL, not in the host JoinHostPort takes.
+			host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), "2181"
 		}
 		if host == "" {
-			return cfg, nil, 0, bad("host %q: empty host name", h)
+			return p, bad("host %q: empty host name", h)
 		}
 		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-			return cfg, nil, 0, bad("host %q: port %q is not a number from 1 to 65535", h, port)
+			return p, bad("host %q: port %q is not a number from 1 to 65535", h, port)
 		}
-		servers = append(servers, net.JoinHostPort(host, port))
+		p.servers = append(p.servers, net.JoinHostPort(host, port))
 	}
 	if u.User != nil {
 		pass, ok := u.User.Password()
 		if u.User.Username() == "" || !ok {
-			return cfg, nil, 0, bad("user info: want user:password for digest authentication")
+			return p, bad("user info: want user:password for digest authentication")
 		}
-		cfg.Digest = u.User.Username() + ":" + pass
+		p.digest = u.User.Username() + ":" + pass
 	}
-	if p := strings.TrimSuffix(u.Path, "/"); p != "" {
-		if err := validateRoot(p); err != nil {
-			return cfg, nil, 0, bad("path (the root node) %q: %v", u.Path, err)
+	if root := strings.TrimSuffix(u.Path, "/"); root != "" {
+		if err := validateRoot(root); err != nil {
+			return p, bad("path (the root node) %q: %v", u.Path, err)
 		}
-		cfg.Root = p
+		p.opts = append(p.opts, WithRoot(root))
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return cfg, nil, 0, bad("query: %v", err)
+		return p, bad("query: %v", err)
 	}
-	connectTimeout = DefaultConnectTimeout
 	for k, v := range q {
 		switch k {
 		case "session_timeout", "connect_timeout":
 			d, err := time.ParseDuration(v[0])
 			if err != nil || d <= 0 {
-				return cfg, nil, 0, bad("query parameter %s=%q: want a positive Go duration such as 15s", k, v[0])
+				return p, bad("query parameter %s=%q: want a positive Go duration such as 15s", k, v[0])
 			}
 			if k == "session_timeout" {
-				cfg.SessionTimeout = d
+				p.opts = append(p.opts, WithSessionTimeout(d))
 			} else {
-				connectTimeout = d
+				p.opts = append(p.opts, WithConnectTimeout(d))
 			}
 		default:
-			return cfg, nil, 0, bad("unknown query parameter %q (known: session_timeout, connect_timeout, and locker's ttl, namespace, owner)", k)
+			return p, bad("unknown query parameter %q (known: session_timeout, connect_timeout, and locker's ttl, namespace, owner)", k)
 		}
 	}
-	return cfg, servers, connectTimeout, nil
+	return p, nil
 }

@@ -3,8 +3,13 @@ package zookeeper_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/internal/testenv"
@@ -56,34 +61,84 @@ func TestOpen_URL_SessionTimeoutIsTheTTL(t *testing.T) {
 	}
 }
 
-func TestNew_TTLBeyondSessionWithoutEvents_ErrInvalidOption(t *testing.T) {
+func TestNew_Options_RefusedWhereTheyMeanNothing(t *testing.T) {
 	addr := []string{testenv.ZooKeeper(t).Addr()}
 	conn := rawConn(t, addr, nil)
-	cfg := zookeeper.Config{Root: freshRoot(t), SessionTimeout: testTTL}
-	if _, err := zookeeper.New(conn, cfg, locker.WithTTL(2*testTTL)); !errors.Is(err, locker.ErrInvalidOption) {
-		t.Fatalf("New with a TTL beyond the session timeout and no events = %v, want ErrInvalidOption", err)
+	root := zookeeper.WithRoot(freshRoot(t))
+	for name, opts := range map[string][]locker.Option{
+		"no session timeout": {root},
+		"connect timeout":    {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithConnectTimeout(time.Second)},
+		"bad root":           {zookeeper.WithRoot("x"), zookeeper.WithSessionTimeout(testTTL)},
+		"empty ACL":          {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithACL(nil)},
+	} {
+		if l, err := zookeeper.New(conn, opts...); !errors.Is(err, locker.ErrInvalidOption) {
+			if l != nil {
+				_ = l.Close()
+			}
+			t.Errorf("New with %s = %v, want ErrInvalidOption", name, err)
+		}
 	}
-	if _, err := zookeeper.New(conn, zookeeper.Config{}); !errors.Is(err, locker.ErrInvalidOption) {
-		t.Fatalf("New without the session timeout = %v, want ErrInvalidOption", err)
+	ctx := ctxT(t, 30*time.Second)
+	if l, err := locker.Open(ctx, zkURL(addr, freshRoot(t)), zookeeper.WithEvents(make(chan zk.Event))); !errors.Is(err, locker.ErrInvalidOption) {
+		if l != nil {
+			_ = l.Close()
+		}
+		t.Errorf("Open with WithEvents = %v, want ErrInvalidOption", err)
 	}
-	l, err := zookeeper.New(conn, cfg, locker.WithTTL(testTTL/4))
+}
+
+// A shorter TTL is rounded up to the session timeout, and GrantedTTL says
+// so.
+func TestGrantedTTL_IsTheSessionTimeout(t *testing.T) {
+	addr := []string{testenv.ZooKeeper(t).Addr()}
+	conn := rawConn(t, addr, nil)
+	l, err := zookeeper.New(conn, zookeeper.WithRoot(freshRoot(t)), zookeeper.WithSessionTimeout(testTTL), locker.WithTTL(testTTL/4))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if got := l.SessionTimeout(); got != testTTL {
-		t.Fatalf("SessionTimeout = %v, want %v", got, testTTL)
-	}
-	// A Locker that dials sees disconnections, so it accepts a longer TTL.
-	d := dial(t, addr, cfg.Root)
-	if d.SessionTimeout() != testTTL {
-		t.Fatalf("negotiated session timeout %v, want %v", d.SessionTimeout(), testTTL)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	lease, err := d.TryAcquire(ctx, "k", locker.WithTTL(3*testTTL))
+	ctx := ctxT(t, 10*time.Second)
+	lease, err := l.TryAcquire(ctx, "k")
 	if err != nil {
-		t.Fatalf("TryAcquire with a TTL beyond the session timeout on a dialled Locker: %v", err)
+		t.Fatal(err)
 	}
-	_ = lease.Release(ctx)
+	defer lease.Release(ctx)
+	if got := locker.GrantedTTL(lease); got != testTTL {
+		t.Fatalf("GrantedTTL = %v, want the session timeout %v", got, testTTL)
+	}
+}
+
+// lines is a slog.Handler keeping the messages it is given.
+type lines struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (h *lines) Enabled(context.Context, slog.Level) bool { return true }
+func (h *lines) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.got = append(h.got, r.Message)
+	h.mu.Unlock()
+	return nil
+}
+func (h *lines) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *lines) WithGroup(string) slog.Handler      { return h }
+
+// locker.WithLogger reaches go-zookeeper's own log for a URL's connection.
+func TestOpen_WithLogger_GetsGoZookeepersLog(t *testing.T) {
+	addr := []string{testenv.ZooKeeper(t).Addr()}
+	h := &lines{}
+	l, err := locker.Open(ctxT(t, 30*time.Second), zkURL(addr, freshRoot(t)), locker.WithLogger(slog.New(h)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.got {
+		if strings.HasPrefix(m, "zookeeper: authenticated") {
+			return
+		}
+	}
+	t.Fatalf("log lines %q: no go-zookeeper session line", h.got)
 }

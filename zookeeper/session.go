@@ -46,7 +46,7 @@ func (m *monitor) close() {
 func (b *backend) watchesState() bool { return b.stateEvents }
 
 // onEvent is fed every event of the connection (as go-zookeeper's callback
-// for Dial's connections, or from the event channel given to New).
+// for a URL's connection, or from the event channel given to New).
 func (b *backend) onEvent(ev zk.Event) {
 	if ev.Type != zk.EventSession {
 		return
@@ -60,7 +60,6 @@ func (b *backend) onEvent(ev zk.Event) {
 			m.timer = time.AfterFunc(suspectWindow(b.SessionTimeout()), b.suspect)
 		}
 	case zk.StateHasSession:
-		b.gen.Add(1)
 		if m.timer != nil {
 			m.timer.Stop()
 			m.timer = nil
@@ -79,31 +78,40 @@ func (b *backend) suspect() {
 		return
 	}
 	cause := fmt.Errorf("zookeeper: disconnected for %v: the session may have expired", suspectWindow(b.SessionTimeout()))
+	if len(m.locks) > 0 {
+		b.log.Warn("zookeeper: connection down too long: every lease of the session is lost", "locks", len(m.locks), "window", suspectWindow(b.SessionTimeout()))
+	}
 	for l := range m.locks {
 		delete(m.locks, l)
 		l.lost(cause)
 		// If the session survives after all, its node would hold the lock
-		// for nobody: delete it once the connection is back — but not
-		// before the validity promised to the holder ends: a holder busy
-		// writing when told of the loss must not overlap the next one
-		// because of a deletion of ours.
-		l.releasing.Store(true)
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			t := time.NewTimer(time.Until(l.promisedUntil()))
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-b.closing:
-				// Closing ends the session (or the caller's connection
-				// outlives us): the node goes with it either way.
-			}
-			dir, name, _ := cutLast(l.path)
-			b.removeOwn(dir, "", name, nil)
-			l.finish()
-		}()
+		// for nobody: delete it once the connection is back.
+		l.deleteAfterPromise()
 	}
+}
+
+// deleteAfterPromise deletes the own node of a lock whose loss was reported
+// while its session may live on, in the background — but not before the
+// validity promised to the holder ends: a holder busy writing when told of
+// the loss must not overlap the next one because of a deletion of ours.
+func (l *lock) deleteAfterPromise() {
+	b := l.b
+	l.releasing.Store(true)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		t := time.NewTimer(time.Until(l.promisedUntil()))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-b.closing:
+			// Closing ends the session (or the caller's connection
+			// outlives us): the node goes with it either way.
+		}
+		dir, name, _ := cutLast(l.path)
+		b.removeOwn(dir, "", name, nil)
+		l.finish()
+	}()
 }
 
 func (b *backend) track(l *lock) {

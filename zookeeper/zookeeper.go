@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,150 +19,86 @@ import (
 // Scheme is the URL scheme this package registers.
 const Scheme = "zookeeper"
 
-// Defaults of Config.
+// Defaults.
 const (
 	// DefaultRoot is the node under which lock directories are created.
 	DefaultRoot = "/locker"
-	// DefaultSessionTimeout is the session timeout Dial requests: the default
-	// TTL, so that a Locker with default options works.
+	// DefaultSessionTimeout is the session timeout a URL's connection
+	// requests: the default TTL.
 	DefaultSessionTimeout = locker.DefaultTTL
-	// DefaultConnectTimeout bounds how long Dial waits for the first session
+	// DefaultConnectTimeout bounds how long Open waits for the first session
 	// when its context has no earlier deadline.
 	DefaultConnectTimeout = 10 * time.Second
 )
 
-// Config configures a Locker of this package. The zero value is usable with
-// Dial; New needs SessionTimeout.
-type Config struct {
-	// Root is the absolute path of the node under which lock directories are
-	// created (default DefaultRoot). Missing nodes on the way are created as
-	// persistent nodes.
-	Root string
-
-	// SessionTimeout is, for Dial, the session timeout to request (default
-	// DefaultSessionTimeout; the server bounds it). For New it is required:
-	// the timeout the server negotiated for the caller's connection, which
-	// go-zookeeper does not export. Every lease's TTL is this timeout.
-	SessionTimeout time.Duration
-
-	// ACL is given to every node created (default: all rights to anyone, or
-	// to the digest identity when Digest is set).
-	ACL []zk.ACL
-
-	// Digest is "user:password" for digest authentication (Dial only).
-	Digest string
-
-	// Dialer makes the TCP connections to the servers (Dial only; default
-	// net.DialTimeout).
-	Dialer zk.Dialer
-
-	// Events is, for New, the event channel zk.Connect returned with conn
-	// (optional). When given, the Locker reads it (the caller must not): it
-	// then sees disconnections, ends every lease of a session that stayed
-	// disconnected too long, and so accepts TTLs longer than the session
-	// timeout. Dial always watches its own connection.
-	Events <-chan zk.Event
-
-	// Logger receives go-zookeeper's log lines at debug level (Dial only;
-	// default: discarded).
-	Logger *slog.Logger
-}
-
-func (cfg *Config) validate() error {
-	if cfg.Root == "" {
-		cfg.Root = DefaultRoot
-	}
-	if err := validateRoot(cfg.Root); err != nil {
-		return fmt.Errorf("%w: root %q: %v", locker.ErrInvalidOption, cfg.Root, err)
-	}
-	if cfg.SessionTimeout < 0 {
-		return fmt.Errorf("%w: session timeout %v is negative", locker.ErrInvalidOption, cfg.SessionTimeout)
-	}
-	if cfg.Digest != "" && !strings.Contains(cfg.Digest, ":") {
-		return fmt.Errorf("%w: digest must be user:password", locker.ErrInvalidOption)
-	}
-	if cfg.ACL == nil {
-		cfg.ACL = zk.WorldACL(zk.PermAll)
-		if user, pass, ok := strings.Cut(cfg.Digest, ":"); ok {
-			cfg.ACL = zk.DigestACL(zk.PermAll, user, pass)
-		}
-	}
-	return nil
-}
-
 // New returns a Locker over conn, a connection the caller owns: closing the
-// Locker does not close conn. cfg.SessionTimeout must be the session timeout
-// the server negotiated for conn; Dial, Open and the URL scheme learn it
-// themselves. Digest, Dialer and Logger are ignored: conn was set up already.
-func New(conn *zk.Conn, cfg Config, opts ...locker.Option) (*Locker, error) {
+// Locker does not close conn. WithSessionTimeout is required: the session
+// timeout the server negotiated for conn, which go-zookeeper does not
+// export. Give WithEvents the channel zk.Connect returned with conn so the
+// Locker sees disconnections.
+func New(conn *zk.Conn, opts ...locker.Option) (locker.Locker, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("zookeeper: new: %w: nil *zk.Conn", locker.ErrInvalidOption)
 	}
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("zookeeper: new: %w", err)
+	bc := locker.SplitOptions(Scheme, opts)
+	cfg, err := newConfig(bc, "")
+	switch {
+	case err != nil:
+	case cfg.sessionTimeout == 0:
+		err = fmt.Errorf("%w: WithSessionTimeout is required: the session timeout the server negotiated for conn", locker.ErrInvalidOption)
+	case cfg.connectTimeout != 0:
+		err = fmt.Errorf("%w: WithConnectTimeout is for URLs: conn is connected already", locker.ErrInvalidOption)
 	}
-	if cfg.SessionTimeout == 0 {
-		return nil, fmt.Errorf("zookeeper: new: %w: Config.SessionTimeout must be the negotiated session timeout of conn", locker.ErrInvalidOption)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: new: %w", err)
 	}
 	b := newBackend(cfg, false)
 	b.conn = conn
-	b.sessionTimeout.Store(int64(cfg.SessionTimeout))
-	if cfg.Events != nil {
+	b.sessionTimeout.Store(int64(cfg.sessionTimeout))
+	if cfg.events != nil {
 		b.stateEvents = true
 		b.wg.Add(1)
-		go b.readEvents(cfg.Events)
+		go b.readEvents(cfg.events)
 	}
-	l, err := locker.New(b, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &Locker{Locker: l, b: b}, nil
+	return b.locker(bc.Options)
 }
 
-// Dial connects to the ZooKeeper servers ("host:port"), waits for a session
-// (until ctx ends, or DefaultConnectTimeout), and returns a Locker that owns
-// the connection and closes it on Close.
-func Dial(ctx context.Context, servers []string, cfg Config, opts ...locker.Option) (*Locker, error) {
-	b, err := dial(ctx, servers, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("zookeeper: dial: %w", err)
-	}
-	l, err := locker.New(b, opts...)
+// locker returns the Locker over b, or closes b (which stops its event
+// reader, and closes its connection if it owns it) when locker.New refuses
+// the options. The session timeout, every lease's TTL, goes before opts as
+// the Locker's default TTL: locker.DefaultTTL may be longer, which is
+// refused.
+func (b *backend) locker(opts []locker.Option) (locker.Locker, error) {
+	l, err := locker.New(b, append([]locker.Option{locker.WithTTL(b.SessionTimeout())}, opts...)...)
 	if err != nil {
 		_ = b.Close()
 		return nil, err
 	}
-	return &Locker{Locker: l, b: b}, nil
+	return l, nil
 }
 
-func dial(ctx context.Context, servers []string, cfg Config) (*backend, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
+// dial connects to servers ("host:port") for a URL's Locker, which owns the
+// connection, and waits for a session (until ctx ends, or
+// cfg.connectTimeout).
+func dial(ctx context.Context, servers []string, cfg *config) (*backend, error) {
+	if cfg.events != nil {
+		return nil, fmt.Errorf("%w: WithEvents is for New: a URL's connection is the Locker's own", locker.ErrInvalidOption)
 	}
-	if len(servers) == 0 {
-		return nil, fmt.Errorf("%w: no servers", locker.ErrInvalidOption)
+	if cfg.sessionTimeout == 0 {
+		cfg.sessionTimeout = DefaultSessionTimeout
 	}
-	if cfg.SessionTimeout == 0 {
-		cfg.SessionTimeout = DefaultSessionTimeout
+	timeout := cfg.connectTimeout
+	if timeout == 0 {
+		timeout = DefaultConnectTimeout
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultConnectTimeout)
-		defer cancel()
-	}
-	sl := &sessionLog{log: cfg.Logger, ready: make(chan struct{})}
-	if sl.log == nil {
-		sl.log = slog.New(slog.DiscardHandler)
-	}
-	dialer := cfg.Dialer
-	if dialer == nil {
-		dialer = net.DialTimeout
-	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sl := &sessionLog{log: cfg.log, ready: make(chan struct{})}
 	b := newBackend(cfg, true)
 	b.stateEvents = true
 	sl.timeout = &b.sessionTimeout
-	conn, _, err := zk.Connect(servers, cfg.SessionTimeout, zk.WithLogger(sl), zk.WithLogInfo(true),
-		zk.WithDialer(dialer), zk.WithEventCallback(b.onEvent))
+	conn, _, err := zk.Connect(servers, cfg.sessionTimeout, zk.WithLogger(sl), zk.WithLogInfo(true),
+		zk.WithEventCallback(b.onEvent))
 	if err != nil {
 		b.cancel()
 		return nil, err
@@ -179,7 +114,7 @@ func dial(ctx context.Context, servers []string, cfg Config) (*backend, error) {
 		go conn.Close()
 		return nil, fmt.Errorf("%w: no session with %s (%w)", locker.ErrUnavailable, strings.Join(servers, ","), ctx.Err())
 	}
-	if user, pass, ok := strings.Cut(cfg.Digest, ":"); ok {
+	if user, pass, ok := strings.Cut(cfg.digest, ":"); ok {
 		err := b.do(ctx, func() error { return conn.AddAuth("digest", []byte(user+":"+pass)) })
 		if err != nil {
 			_ = b.Close()
@@ -189,7 +124,7 @@ func dial(ctx context.Context, servers []string, cfg Config) (*backend, error) {
 	return b, nil
 }
 
-// sessionLog is go-zookeeper's logger for connections Dial makes. It is the
+// sessionLog is go-zookeeper's logger for a URL's connection. It is the
 // only place go-zookeeper reports the session timeout the server negotiated
 // (the "authenticated" line, written after each session is established), so
 // it records that value and signals the first session.
@@ -218,16 +153,16 @@ type backend struct {
 	owned bool
 	root  string
 	acl   []zk.ACL
+	log   *slog.Logger // WithLogger's: background work reports here
 
 	// sessionTimeout is the negotiated session timeout, in nanoseconds.
 	sessionTimeout atomic.Int64
 	// stateEvents: the backend sees the connection's state changes (mon).
 	stateEvents bool
 	mon         monitor
-	// gen counts the connections that established or re-established a
-	// session (with stateEvents): an acquisition that saw no new one needs
-	// no sync before it decides.
-	gen atomic.Int64
+	// syncing is the newest sync in flight (quorumSync).
+	syncMu  sync.Mutex
+	syncing *syncCall
 	// plainCreate: the server refused the multi's write of a lock
 	// directory's data (an ACL without write): nodes are created alone.
 	plainCreate atomic.Bool
@@ -246,8 +181,8 @@ var (
 	_ driver.TTLRounder = (*backend)(nil)
 )
 
-func newBackend(cfg Config, owned bool) *backend {
-	b := &backend{owned: owned, root: strings.TrimSuffix(cfg.Root, "/"), acl: cfg.ACL}
+func newBackend(cfg *config, owned bool) *backend {
+	b := &backend{owned: owned, root: strings.TrimSuffix(cfg.root, "/"), acl: cfg.acl, log: cfg.log}
 	b.mon.locks = map[*lock]struct{}{}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.closing = b.ctx.Done()
@@ -260,18 +195,16 @@ func (b *backend) Name() string { return Scheme }
 // of every lease.
 func (b *backend) SessionTimeout() time.Duration { return time.Duration(b.sessionTimeout.Load()) }
 
-// RoundTTL implements driver.TTLRounder; see the package doc, "TTL and
-// sessions".
+// RoundTTL implements driver.TTLRounder: every lease lives exactly as long
+// as the session can, so a shorter TTL is rounded up to the session timeout
+// (locker.GrantedTTL shows it) and a longer one is refused. See
+// docs/design/zookeeper.md, "TTL and sessions".
 func (b *backend) RoundTTL(ttl time.Duration) (time.Duration, error) {
 	s := b.SessionTimeout()
-	switch {
-	case ttl <= s:
-		return s, nil
-	case b.watchesState():
-		return ttl, nil
-	default:
-		return 0, fmt.Errorf("%w: TTL %v is longer than the ZooKeeper session timeout %v, and the Locker cannot see disconnections (give New the connection's Events) to end leases of a session that may have expired", locker.ErrInvalidOption, ttl, s)
+	if ttl > s {
+		return 0, fmt.Errorf("%w: TTL %v is longer than the ZooKeeper session timeout %v: the server may expire a session, and grant its locks to others, S after it last heard from it; ask for a longer session timeout instead", locker.ErrInvalidOption, ttl, s)
 	}
+	return s, nil
 }
 
 func (b *backend) Close() error {
@@ -312,22 +245,6 @@ func (b *backend) do(ctx context.Context, fn func() error) error {
 		return ctx.Err()
 	}
 }
-
-// Locker is the locker.Locker that Dial and New return, with what is
-// particular to ZooKeeper beside it.
-type Locker struct {
-	locker.Locker
-	b *backend
-}
-
-// SessionTimeout is the session timeout the server negotiated: the TTL of
-// every lease of this Locker (a shorter WithTTL is rounded up to it, a longer
-// one refused).
-func (l *Locker) SessionTimeout() time.Duration { return l.b.SessionTimeout() }
-
-// SessionID is the id of the Locker's current ZooKeeper session (0 while
-// there is none).
-func (l *Locker) SessionID() int64 { return l.b.conn.SessionID() }
 
 // errClosed is reported to waits and watches stopped by Close.
 var errClosed = errors.New("zookeeper: backend closed")

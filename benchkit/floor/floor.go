@@ -78,8 +78,9 @@ func ForURL(ctx context.Context, rawURL, group string) (*benchkit.Subject, error
 		}
 		s, err = ZooKeeper(ctx, withPorts(u.Host, "2181"))
 	case "postgres", "postgresql":
-		q.Del("table")
-		q.Del("schema")
+		for _, p := range []string{"table", "schema", "max_conns", "skip_schema_creation"} {
+			q.Del(p) // the Locker's own parameters
+		}
 		v := *u
 		v.RawQuery = q.Encode()
 		s, err = Postgres(ctx, v.String())

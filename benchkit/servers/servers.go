@@ -87,9 +87,9 @@ func (s *Servers) EtcdURL() string { return "etcd://" + s.Etcd }
 // ZooKeeperURL is the zookeeper:// URL of the ZooKeeper server.
 func (s *Servers) ZooKeeperURL() string { return "zookeeper://" + s.ZooKeeper }
 
-// PostgresURL is the postgres:// URL of the PostgreSQL server, with a pool
-// of 160 connections.
-func (s *Servers) PostgresURL() string { return s.Postgres + "&pool_max_conns=160" }
+// PostgresURL is the postgres:// URL of the PostgreSQL server, with a
+// connection budget (and pool) of 160 connections.
+func (s *Servers) PostgresURL() string { return s.Postgres + "&pool_max_conns=160&max_conns=160" }
 
 // URLs lists every locker URL: Redis, Redlock (when started), etcd,
 // ZooKeeper, PostgreSQL.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 	"github.com/distlock/locker/memory"
 	"github.com/distlock/locker/postgres"
 	"github.com/distlock/locker/redis"
-	"github.com/distlock/locker/zookeeper"
+	_ "github.com/distlock/locker/zookeeper" // registers zookeeper://
 )
 
 // Slots is how many clients of a run get a path of their own to the
@@ -110,6 +111,11 @@ func redisConnect(prefix string, redlock bool) func(context.Context, []string) (
 			}
 			cs[i] = goredis.NewClient(o)
 		}
+		closeAll := func() {
+			for _, c := range cs {
+				_ = c.Close()
+			}
+		}
 		var l locker.Locker
 		var err error
 		if redlock {
@@ -118,13 +124,10 @@ func redisConnect(prefix string, redlock bool) func(context.Context, []string) (
 			l, err = redis.New(cs[0], redis.WithPrefix(prefix))
 		}
 		if err != nil {
-			for _, c := range cs {
-				c.Close()
-			}
+			closeAll()
 			return nil, err
 		}
-		l = closingClients{l, cs}
-		return l, err
+		return closing{l, closeAll}, nil
 	}
 }
 
@@ -153,7 +156,7 @@ func etcdConnect(prefix string) func(context.Context, []string) (locker.Locker, 
 		if err != nil {
 			return nil, err
 		}
-		l, err := etcd.NewWithConfig(cli, etcd.Config{Prefix: prefix, RequestTimeout: 2 * time.Second})
+		l, err := etcd.New(cli, etcd.WithPrefix(prefix), etcd.WithRequestTimeout(2*time.Second))
 		if err != nil {
 			cli.Close()
 			return nil, err
@@ -188,7 +191,7 @@ func zkConnect(root string, ttl time.Duration) func(context.Context, []string) (
 	return func(ctx context.Context, addrs []string) (locker.Locker, error) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return zookeeper.Dial(ctx, addrs, zookeeper.Config{Root: root, SessionTimeout: ttl}, locker.WithTTL(ttl))
+		return locker.Open(ctx, "zookeeper://"+strings.Join(addrs, ",")+root+"?session_timeout="+ttl.String())
 	}
 }
 
@@ -233,7 +236,18 @@ func Postgres(t testing.TB) *Deployment {
 			return nil, err
 		}
 		pc.MaxConns = 8
-		return postgres.NewFromConfig(pc, postgres.Config{Table: table})
+		// Built without connecting, as the other backends' clients are:
+		// the first acquisition connects.
+		pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+		if err != nil {
+			return nil, err
+		}
+		l, err := postgres.New(pool, postgres.WithTable(table))
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		return closing{l, pool.Close}, nil
 	}
 	d.proxies(t)
 	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
@@ -255,19 +269,4 @@ func (d *Deployment) Addrs() []string {
 		a[i] = s.Addr()
 	}
 	return a
-}
-
-// closingClients is a Locker that closes the clients it was made over when
-// it is closed: redis.New leaves them to the caller.
-type closingClients struct {
-	locker.Locker
-	cs []goredis.UniversalClient
-}
-
-func (c closingClients) Close() error {
-	err := c.Locker.Close()
-	for _, x := range c.cs {
-		_ = x.Close()
-	}
-	return err
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/distlock/locker/etcd"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/postgres"
-	_ "github.com/distlock/locker/redis"
-	"github.com/distlock/locker/zookeeper"
+	_ "github.com/distlock/locker/redis"     // registers redis://
+	_ "github.com/distlock/locker/zookeeper" // registers zookeeper://
 )
 
 // Key-encoding fuzzing, one target per backend, through a live server: each
@@ -52,7 +52,7 @@ func FuzzEtcdKeys(f *testing.F) {
 		if err != nil {
 			return nil, err
 		}
-		l, err := etcd.NewWithConfig(cli, etcd.Config{Prefix: prefix}, locker.WithTTL(time.Minute))
+		l, err := etcd.New(cli, etcd.WithPrefix(prefix), locker.WithTTL(time.Minute))
 		if err != nil {
 			cli.Close()
 			return nil, err
@@ -67,7 +67,7 @@ func FuzzZooKeeperKeys(f *testing.F) {
 	fuzzKeys(f, func() (locker.Locker, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return zookeeper.Dial(ctx, []string{addr}, zookeeper.Config{Root: root, SessionTimeout: 10 * time.Second}, locker.WithTTL(10*time.Second))
+		return locker.Open(ctx, "zookeeper://"+addr+root+"?session_timeout=10s")
 	})
 }
 
@@ -80,7 +80,16 @@ func FuzzPostgresKeys(f *testing.F) {
 			return nil, err
 		}
 		pc.MaxConns = 4
-		return postgres.NewFromConfig(pc, postgres.Config{Table: table}, locker.WithTTL(time.Minute))
+		pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+		if err != nil {
+			return nil, err
+		}
+		l, err := postgres.New(pool, postgres.WithTable(table), locker.WithTTL(time.Minute))
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		return closer{l, func() error { pool.Close(); return nil }}, nil
 	})
 }
 

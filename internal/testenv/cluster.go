@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,13 @@ func (c *Cluster) Leader(t testing.TB) *Server {
 // members are not waited for; the caller decides what ready means.
 func newCluster(t testing.TB, kind string, n int, withNet bool, mk func(img images, i int, ports []int) spec) *Cluster {
 	t.Helper()
+	return newClusterThen(t, kind, n, withNet, mk, nil)
+}
+
+// newClusterThen is newCluster calling started, if not nil, once every
+// member's container runs and before any is waited for.
+func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img images, i int, ports []int) spec, started func(*Cluster)) *Cluster {
+	t.Helper()
 	cli, err := docker()
 	if err != nil {
 		unavailable(t, "a %s cluster needs Docker (the LOCKER_TEST_* variables name single servers only): %v", kind, err)
@@ -133,6 +141,9 @@ func newCluster(t testing.TB, kind string, n int, withNet bool, mk func(img imag
 		if err != nil {
 			t.Fatalf("testenv: %v", err)
 		}
+	}
+	if started != nil {
+		started(c)
 	}
 	// Every member must answer its probe (etcd: have a leader, ZooKeeper:
 	// serve as leader or follower), in parallel since they form a quorum
@@ -239,4 +250,114 @@ func ZooKeeperEnsemble(t testing.TB) *Cluster {
 	return newCluster(t, "zookeeper", 3, true, func(img images, i int, ports []int) spec {
 		return zkSpec(img, ports[i], i+1, servers.String())
 	})
+}
+
+// A LinkedEnsemble is a 3-server ZooKeeper ensemble whose members reach one
+// another only through proxies in the test process (one per member and
+// direction, for the quorum and the election port), so that Isolate can cut
+// one member off its peers silently — the packets held, the connections
+// left open, as behind a dead switch — while clients still reach it through
+// its published client port. A follower cut off so serves reads from its
+// stale copy until it misses the leader for syncLimit ticks, which here is
+// 50 ticks (10 s), far longer than the sessions the tests use.
+//
+// The members reach the proxies at the Docker bridge's gateway
+// (host.docker.internal, mapped to host-gateway), and the proxies reach the
+// members at their bridge addresses: this needs an engine on the test
+// machine's own network (Linux), not Docker Desktop.
+type LinkedEnsemble struct {
+	*Cluster
+	links [][]*Proxy // links[i]: every proxy carrying traffic to or from member i
+}
+
+// ZooKeeperEnsembleLinked returns a LinkedEnsemble, removed at t.Cleanup.
+func ZooKeeperEnsembleLinked(t testing.TB) *LinkedEnsemble {
+	t.Helper()
+	const n = 3
+	free := func() int {
+		p, err := freePort()
+		if err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+		return p
+	}
+	// own[i]: the quorum and election ports member i listens on, and the
+	// address it tells peers it has (the proxy of the same port, which the
+	// election protocol dials back); via[i][j]: member j as member i sees it.
+	var own, via [n][n][2]int
+	for i := range n {
+		own[i][i] = [2]int{free(), free()}
+		for j := range n {
+			if j != i {
+				via[i][j] = [2]int{free(), free()}
+			}
+		}
+	}
+	e := &LinkedEnsemble{links: make([][]*Proxy, n)}
+	e.Cluster = newClusterThen(t, "zookeeper", n, false, func(img images, i int, ports []int) spec {
+		var servers strings.Builder
+		for j := range n {
+			p := via[i][j]
+			if j == i {
+				p = own[i][i]
+			}
+			fmt.Fprintf(&servers, "server.%d=host.docker.internal:%d:%d\n", j+1, p[0], p[1])
+		}
+		servers.WriteString("syncLimit=50\n")
+		sp := zkSpec(img, ports[i], i+1, servers.String())
+		sp.extraHosts = []string{"host.docker.internal:host-gateway"}
+		return sp
+	}, func(c *Cluster) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var ip [n]string
+		gw := ""
+		for i, s := range c.Nodes {
+			r, err := s.cli.ContainerInspect(ctx, s.c.ID, client.ContainerInspectOptions{})
+			if err != nil {
+				t.Fatalf("testenv: linked ensemble: %v", err)
+			}
+			ep := r.Container.NetworkSettings.Networks["bridge"]
+			if ep == nil || !ep.IPAddress.IsValid() || !ep.Gateway.IsValid() {
+				t.Fatalf("testenv: linked ensemble: member %d has no address on the bridge network", i+1)
+			}
+			ip[i], gw = ep.IPAddress.String(), ep.Gateway.String()
+		}
+		link := func(listen, upstream string, members ...int) {
+			p := newProxy(t, "zookeeper-link", listen, upstream)
+			for _, m := range members {
+				e.links[m] = append(e.links[m], p)
+			}
+		}
+		for i := range n {
+			for k := range 2 {
+				port := strconv.Itoa(own[i][i][k])
+				link(net.JoinHostPort(gw, port), net.JoinHostPort(ip[i], port), i)
+				for j := range n {
+					if j != i {
+						link(net.JoinHostPort(gw, strconv.Itoa(via[i][j][k])), net.JoinHostPort(ip[j], strconv.Itoa(own[j][j][k])), i, j)
+					}
+				}
+			}
+		}
+	})
+	return e
+}
+
+// Isolate cuts member i off its peers (not off clients) until Heal.
+func (e *LinkedEnsemble) Isolate(t testing.TB, i int) {
+	t.Helper()
+	for _, p := range e.links[i] {
+		p.Blackhole(t)
+	}
+}
+
+// Heal lets every member reach every other again.
+func (e *LinkedEnsemble) Heal(t testing.TB) {
+	t.Helper()
+	for _, l := range e.links {
+		for _, p := range l {
+			p.Heal(t)
+		}
+	}
 }

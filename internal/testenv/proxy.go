@@ -31,13 +31,19 @@ var (
 // address), removed at t.Cleanup. It works for external servers too.
 func (s *Server) Proxy(t testing.TB) *Proxy {
 	t.Helper()
+	return newProxy(t, s.kind, "127.0.0.1:0", s.Addr())
+}
+
+// newProxy starts a proxy from listen to upstream, removed at t.Cleanup.
+func newProxy(t testing.TB, kind, listen, upstream string) *Proxy {
+	t.Helper()
 	toxiOnce.Do(func() {
 		toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	})
-	name := fmt.Sprintf("%s-%d", s.kind, toxiSeq.Add(1))
-	p := toxiproxy.NewProxy(toxiServer, name, "127.0.0.1:0", s.Addr())
+	name := fmt.Sprintf("%s-%d", kind, toxiSeq.Add(1))
+	p := toxiproxy.NewProxy(toxiServer, name, listen, upstream)
 	if err := p.Start(); err != nil {
-		t.Fatalf("testenv: proxy for %s: %v", s.kind, err)
+		t.Fatalf("testenv: proxy for %s: %v", kind, err)
 	}
 	t.Cleanup(p.Stop)
 	return &Proxy{p: p}

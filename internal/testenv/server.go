@@ -246,6 +246,8 @@ type spec struct {
 	net        *testcontainers.DockerNetwork
 	alias      string
 	probe      func(ctx context.Context, s *Server) error
+	// extraHosts are /etc/hosts lines ("name:ip", ip may be host-gateway).
+	extraHosts []string
 	// noWait skips the readiness probe: cluster members answer only once a
 	// quorum has formed, which the caller waits for.
 	noWait bool
@@ -271,6 +273,7 @@ func startServer(ctx context.Context, cli *testcontainers.DockerClient, sp spec)
 			hc.PortBindings = network.PortMap{network.MustParsePort(port): {{
 				HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(sp.port),
 			}}}
+			hc.ExtraHosts = sp.extraHosts
 		},
 	}
 	if sp.net != nil {

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"os"
@@ -104,14 +105,21 @@ quorumListenOnAllIPs=true
 // zkSpec runs ZooKeeper 3.8 with myid id; servers are the server.N lines of
 // an ensemble, empty for a standalone server.
 func zkSpec(img images, port, id int, servers string) spec {
+	return zkSpecWith(img, port, id, servers, "", "")
+}
+
+// zkSpecWith is zkSpec with more shell lines run before the server starts
+// (setup) and more JVM flags (flags).
+func zkSpecWith(img images, port, id int, servers, setup, flags string) spec {
 	script := fmt.Sprintf(`set -e
 mkdir -p /data
 echo %d >/data/myid
+%s
 cat >/tmp/zoo.cfg <<'EOF'
 %s%sEOF
-exec java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.log.dir=/tmp \
+exec java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.log.dir=/tmp %s \
 	-cp '/usr/share/java/*:/etc/zookeeper/conf' org.apache.zookeeper.server.quorum.QuorumPeerMain /tmp/zoo.cfg
-`, id, fmt.Sprintf(zkConfig, port), servers)
+`, id, setup, fmt.Sprintf(zkConfig, port), servers, flags)
 	return spec{
 		kind:       "zookeeper",
 		image:      img.server,
@@ -129,6 +137,36 @@ func ZooKeeper(t testing.TB) *Server {
 	return single(t, "zookeeper", "LOCKER_TEST_ZOOKEEPER_ADDR", func(img images, port int) spec {
 		return zkSpec(img, port, 1, "")
 	})
+}
+
+// ZooKeeperFromLog returns a standalone ZooKeeper 3.8 server private to the
+// calling test (removed at its t.Cleanup), started over a data directory
+// that holds txnLog as its only transaction log (version-2/log.1) and no
+// snapshot: for states no client reaches in seconds, such as a node whose
+// child version (the counter of sequential names) is near 2^31. txnLog is in
+// ZooKeeper's on-disk format, its first zxid 1.
+func ZooKeeperFromLog(t testing.TB, txnLog []byte) *Server {
+	t.Helper()
+	cli := needDocker(t, "LOCKER_TEST_ZOOKEEPER_ADDR")
+	server, etcd := findImagesOnce(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	setup := "mkdir -p /data/version-2\necho " + base64.StdEncoding.EncodeToString(txnLog) + " | base64 -d >/data/version-2/log.1"
+	// Without a snapshot, the server refuses to replay a log unless told
+	// to trust the empty snapshot.
+	sp := zkSpecWith(images{server, etcd}, port, 1, "", setup, "-Dzookeeper.snapshot.trust.empty=true")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	s, err := startServer(ctx, cli, sp)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(s.remove)
+	t.Logf("testenv: zookeeper from a transaction log started in %v at %s", time.Since(start).Round(time.Millisecond), s.Addr())
+	return s
 }
 
 // pgScript initialises a cluster on first start only, so that a restarted

@@ -1,0 +1,22 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultBudget is the default connection budget of a Locker on the server
+// of dsn, for the conformance harness (MaxHeld).
+func DefaultBudget(ctx context.Context, dsn string) (int, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	avail, err := availableConns(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	return defaultBudget(avail), nil
+}

@@ -1,0 +1,342 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/redis"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// The same master given twice is one master. Redlock over A, A and a dead
+// master has one live master of two distinct ones: it must not grant. Fewer
+// than 3 distinct masters are refused unless the caller asks for them.
+func TestRedlock_SameMasterTwice_CountsOnce(t *testing.T) {
+	addr := testenv.Redis(t).Addr()
+	dead := closedAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix := testPrefix()
+
+	// outcome is what Open or the constructor said, or else what a
+	// TryAcquire on the Locker said; it closes the Locker.
+	outcome := func(l locker.Locker, err error) error {
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		lease, err := l.TryAcquire(ctx, "k")
+		if err == nil {
+			lease.Release(ctx)
+			return errors.New("granted")
+		}
+		return err
+	}
+
+	u := "redlock://" + addr + "," + addr + "," + dead + "?prefix=" + prefix
+	if err := outcome(locker.Open(ctx, u)); !errors.Is(err, locker.ErrInvalidURL) {
+		t.Errorf("Open(redlock://A,A,dead) = %v, want ErrInvalidURL: 2 distinct masters, fewer than 3", err)
+	}
+	// Asked for: 2 distinct masters, quorum 2, one of them dead.
+	if err := outcome(locker.Open(ctx, u+"&allow_few_masters=true")); !errors.Is(err, locker.ErrUnavailable) {
+		t.Errorf("Open(redlock://A,A,dead?allow_few_masters=true) = %v, want ErrUnavailable: 1 live master of 2", err)
+	}
+
+	c1, c2, d := masterClient(t, addr), masterClient(t, addr), masterClient(t, dead)
+	for name, cs := range map[string][]goredis.UniversalClient{
+		"one client twice":           {c1, c1, d},
+		"two clients of one address": {c1, c2, d},
+	} {
+		err := outcome(redis.NewRedlock(cs, redis.WithPrefix(prefix)))
+		if !errors.Is(err, locker.ErrInvalidOption) {
+			t.Errorf("%s, and a dead master: NewRedlock = %v, want ErrInvalidOption: 2 distinct masters, fewer than 3", name, err)
+		}
+		err = outcome(redis.NewRedlock(cs, redis.WithPrefix(prefix), redis.WithAllowFewMasters(true)))
+		if !errors.Is(err, locker.ErrUnavailable) {
+			t.Errorf("%s, and a dead master, WithAllowFewMasters(true): TryAcquire = %v, want ErrUnavailable: 1 live master of 2", name, err)
+		}
+	}
+}
+
+// masterClient is a client of one Redlock master as connectMasters makes
+// it, closed with t.
+func masterClient(t testing.TB, addr string) goredis.UniversalClient {
+	c := connectMasters([]string{addr})[0]
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A master that accepts connections and never answers costs a round no more
+// than the node timeout, whatever the options of the caller's clients: with
+// 2 healthy masters of 3 and a 2 s TTL, TryAcquire gets the lock. (go-redis
+// ignores context deadlines unless the client has ContextTimeoutEnabled;
+// such a client may instead be refused at construction, with an error that
+// says so.)
+func TestRedlock_SilentMaster_CostsNoMoreThanTheNodeTimeout(t *testing.T) {
+	c := testenv.RedisMasters(t, 3)
+	addrs := c.Addrs()
+	p := c.Nodes[2].Proxy(t)
+	addrs[2] = p.Addr()
+	p.Blackhole(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ttl = 2 * time.Second
+
+	for _, ctxTimeout := range []bool{false, true} {
+		cs := make([]goredis.UniversalClient, len(addrs))
+		for i, a := range addrs {
+			cs[i] = goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: ctxTimeout, MaxRetries: -1})
+		}
+		l, err := redis.NewRedlock(cs, redis.WithPrefix(testPrefix()), redis.CloseClients(), locker.WithTTL(ttl))
+		if err != nil {
+			for _, c := range cs {
+				c.Close()
+			}
+			if !ctxTimeout && errors.Is(err, locker.ErrInvalidOption) && strings.Contains(err.Error(), "ContextTimeoutEnabled") {
+				continue
+			}
+			t.Fatalf("ContextTimeoutEnabled=%v: NewRedlock = %v", ctxTimeout, err)
+		}
+		start := time.Now()
+		lease, err := l.TryAcquire(ctx, "k")
+		if err != nil {
+			l.Close()
+			t.Fatalf("ContextTimeoutEnabled=%v: TryAcquire with 2 of 3 masters healthy, 1 silent, TTL %v = %v after %v, want the lock",
+				ctxTimeout, ttl, err, time.Since(start).Round(time.Millisecond))
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Errorf("ContextTimeoutEnabled=%v: Release = %v", ctxTimeout, err)
+		}
+		l.Close()
+	}
+}
+
+// An acquisition that fails while every master is frozen leaves no lock
+// behind once they resume. Its requests sit on the frozen masters' sockets
+// and run when they resume, after the error has returned; the clean-up by
+// owner id goes on in the background until it has removed them. Close stops
+// that clean-up: no goroutine outlives the Locker.
+func TestRedlock_AllMastersFrozen_NoPhantomHoldAfterResume(t *testing.T) {
+	c := testenv.RedisMasters(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ttl = time.Minute // how long a phantom hold would last
+	prefix := testPrefix()
+	newLocker := func() locker.Locker {
+		l, err := redis.NewRedlock(connectMasters(c.Addrs()), redis.WithPrefix(prefix), redis.CloseClients(), locker.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	waiter, closed, other := newLocker(), newLocker(), newLocker()
+	// Open a connection to each master, so that the requests of the rounds
+	// below go out on it (a new connection would wait for its handshake).
+	for _, l := range []locker.Locker{waiter, closed} {
+		lease, err := l.Acquire(ctx, "warm-up")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	paused := true
+	for _, n := range c.Nodes {
+		n.Pause(t)
+	}
+	resume := func() {
+		if paused {
+			paused = false
+			for _, n := range c.Nodes {
+				n.Unpause(t)
+			}
+		}
+	}
+	defer resume()
+	errs := make(chan error, 2)
+	for l, key := range map[locker.Locker]string{waiter: "k", closed: "c"} {
+		go func() {
+			actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+			defer acancel()
+			_, err := l.Acquire(actx, key)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err == nil {
+			t.Fatal("Acquire with every master frozen got the lock")
+		}
+	}
+	// Both clean-ups run, and go on while the masters are frozen; Close
+	// ends one.
+	if n := settlers(); n != 2 {
+		t.Fatalf("%d clean-ups running after two failed acquisitions, want 2", n)
+	}
+	closed.Close()
+	if n := settlers(); n != 1 {
+		t.Fatalf("%d clean-ups running after one of their Lockers closed, want 1", n)
+	}
+	resume()
+
+	// A phantom hold keeps the key for the waiter's TTL after the resume.
+	actx, acancel := context.WithTimeout(ctx, 15*time.Second)
+	defer acancel()
+	start := time.Now()
+	lease, err := other.Acquire(actx, "k")
+	if err != nil {
+		var held []string
+		for _, a := range c.Addrs() {
+			held = append(held, lockKeys(t, a)...)
+		}
+		t.Fatalf("Acquire after the masters resumed = %v after %v; lock keys on the masters: %v", err, time.Since(start).Round(time.Millisecond), held)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiter.Close()
+	if n := settlers(); n != 0 {
+		t.Fatalf("%d clean-ups running after their Lockers closed", n)
+	}
+}
+
+// settlers counts the goroutines running a Redlock clean-up.
+func settlers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "created by github.com/distlock/locker/redis.(*redlock).settle")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// Two majorities of 3 masters can meet in one master; if that master lost
+// its counter, the later majority must still see the earlier token. Masters
+// A, B, C; B's counter is far ahead (as a clock ahead would make it); X is
+// granted on {A, B} with B's token, C refusing (another owner holds the key
+// there); A restarts without persistence; Y is granted on {A, C}, B
+// refusing. Y's token must be above X's: the token was written back to every
+// master that answered X's round, C included.
+func TestRedlock_MajoritiesMeetInARestartedMaster_TokensStillIncrease(t *testing.T) {
+	c := testenv.RedisMasters(t, 3)
+	addrs := c.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prefix := testPrefix()
+	const ttl = 10 * time.Second
+	l, err := redis.NewRedlock(connectMasters(addrs), redis.WithPrefix(prefix), redis.CloseClients(),
+		redis.WithNodeTimeout(2*time.Second), locker.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lockKey, fenceKey := keyNames(prefix, "k")
+
+	ahead := time.Now().Add(24 * time.Hour).UnixMicro()
+	if err := direct(t, addrs[1]).Set(ctx, fenceKey, ahead, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	plantGrant(t, ctx, addrs[2], prefix, "k", "z", ttl)
+	x, err := l.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("X on {A, B}: %v", err)
+	}
+	if x.Token() <= uint64(ahead) {
+		t.Fatalf("X's token %d is not B's (above %d)", x.Token(), ahead)
+	}
+	if err := x.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := direct(t, addrs[2]).Del(ctx, lockKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	c.Nodes[0].Kill(t)
+	c.Nodes[0].Restart(t)
+	plantGrant(t, ctx, addrs[1], prefix, "k", "z", ttl)
+	var y locker.Lease
+	for range 5 { // the Locker's connection to A died with it
+		if y, err = l.TryAcquire(ctx, "k"); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("Y on {A, C}: %v", err)
+	}
+	defer y.Release(ctx)
+	if y.Token() <= x.Token() {
+		t.Fatalf("Y's token %d is not above X's %d: the majorities {A, B} and {A, C} met in A, which lost its counter", y.Token(), x.Token())
+	}
+}
+
+// An uncontended Redlock acquire is one request to each master: the masters
+// take the client's hint as their proposal, all propose the same token, and
+// none needs it written back (issue 22: Redlock at redsync's speed).
+func TestRedlock_Uncontended_OneRequestPerMaster(t *testing.T) {
+	c := testenv.RedisMasters(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := redis.NewRedlock(connectMasters(c.Addrs()), redis.WithPrefix(testPrefix()), redis.CloseClients(),
+		redis.WithNodeTimeout(2*time.Second), locker.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// scripts counts the scripts each master has run (EVALSHA, and EVAL
+	// for a script it did not have yet).
+	scripts := func() []int {
+		var n []int
+		for _, a := range c.Addrs() {
+			info, err := direct(t, a).Info(ctx, "commandstats").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := 0
+			for _, line := range strings.Split(info, "\n") {
+				for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+					if rest, ok := strings.CutPrefix(line, cmd); ok {
+						v, _, _ := strings.Cut(rest, ",")
+						x, _ := strconv.Atoi(v)
+						calls += x
+					}
+				}
+			}
+			n = append(n, calls)
+		}
+		return n
+	}
+	// The first acquisition loads the script on each master (EVALSHA
+	// refused, then EVAL): count from the second.
+	for i := range 4 {
+		before := scripts()
+		lease, err := l.TryAcquire(ctx, fmt.Sprint("k", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := scripts()
+		for m := range after {
+			if i == 0 {
+				break
+			}
+			if d := after[m] - before[m]; d != 1 {
+				t.Errorf("acquire %d: master %d ran %d scripts, want 1", i, m, d)
+			}
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
