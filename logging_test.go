@@ -70,8 +70,11 @@ func TestLogging_LossWithKeyTokenCause(t *testing.T) {
 	if attrs == nil {
 		t.Fatal("the loss was not logged")
 	}
+	// The cause is the local deadline, or — when the store's own expiry
+	// timer fires first, as it may on a loaded machine — the backend.
+	cause := attrs["cause"]
 	if level != slog.LevelWarn || attrs["backend"] != "memory" || attrs["key"] != "jobs/nightly" ||
-		attrs["token"] != "1" || attrs["cause"] != "deadline" || attrs["err"] == "" {
+		attrs["token"] != "1" || (cause != "deadline" && cause != "backend") || attrs["err"] == "" {
 		t.Errorf("loss logged at %v with %v", level, attrs)
 	}
 
