@@ -107,7 +107,11 @@ func TestRedis_Handoff_WakesOneWaiterAcrossLockers(t *testing.T) {
 	}
 	attempts := scriptCalls(ctx, t, plain) - before - (waiters + 1) // less the releases
 	t.Logf("%d acquire attempts for %d handoffs", attempts, waiters)
-	if attempts > 3*waiters {
+	// A herd makes about waiters/2 attempts per handoff (128 for these 16,
+	// measured with a wake-all release); one woken waiter makes one, plus
+	// what heartbeats and fallback wake-ups add on a loaded machine (49 seen
+	// at a load average of 20).
+	if attempts > 4*waiters {
 		t.Errorf("%d acquire attempts for %d handoffs between %d Lockers: waiters are woken in a herd", attempts, waiters, waiters)
 	}
 	q, d := queueKeys(key)
