@@ -47,9 +47,9 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 }
 
 // Acquire creates the own key in a txn guarded on its CreateRevision being 0
-// and, in the same txn, reads whether the lock's range holds another key.
-// If not, the lock is held at once (one round trip); otherwise it waits for
-// its predecessor's deletion.
+// and, in the same txn, reads the newest two keys of the lock's range: the
+// own key and its predecessor. Without a predecessor the lock is held at
+// once (one round trip); otherwise it waits for the predecessor's deletion.
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
 	var sl *sharedLease
 	err := patiently(ctx, nil, func() (err error) {
@@ -74,12 +74,9 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), own.notTombstoned()).
 			Then(
 				clientv3.OpPut(key, own.value, clientv3.WithLease(sl.id)),
-				// Are there two keys in the range? Unsorted, so that etcd
-				// stops after two: a sorted read would visit every waiter's
-				// key inside the apply loop, where write txns run one at a
-				// time (10,000 waiters made it fall behind until the server
-				// answered "too many requests" and "request timed out").
-				clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(2)),
+				// The put is the txn's newest write, so the own key sorts first.
+				clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
 			).
 			Commit()
 		return err
@@ -94,12 +91,11 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 		return nil, fmt.Errorf("etcd: waiter key %q exists already", key)
 	}
 	rev := resp.Header.Revision
-	if len(resp.Responses[1].GetResponseRange().Kvs) < 2 {
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if len(kvs) < 2 {
 		return b.granted(ctx, own, req, rev, sent)
 	}
-	// Contended: wait finds the predecessor with a read-only txn, which
-	// etcd serves outside the apply loop.
-	start, err := b.wait(ctx, sl, lp, key, rev, "", 0)
+	start, err := b.wait(ctx, sl, lp, key, rev, string(kvs[1].Key), resp.Header.Revision+1)
 	if err != nil {
 		b.remove(ctx, own, rev)
 		return nil, err
