@@ -12,8 +12,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // errKeyGone: the own waiter key vanished while waiting — its lease expired
@@ -49,12 +47,12 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 }
 
 // Acquire creates the own key in a txn guarded on its CreateRevision being 0
-// and, in the same txn, reads whether the lock's range holds another key.
-// If not, the lock is held at once (one round trip); otherwise it waits for
-// its predecessor's deletion.
+// and, in the same txn, reads the newest two keys of the lock's range: the
+// own key and its predecessor. Without a predecessor the lock is held at
+// once (one round trip); otherwise it waits for the predecessor's deletion.
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
 	var sl *sharedLease
-	err := b.retry(ctx, nil, tooManyRequests, func() (err error) {
+	err := patiently(ctx, nil, func() (err error) {
 		sl, err = b.lease(ctx, req.TTL)
 		return err
 	})
@@ -62,55 +60,42 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 		return nil, err
 	}
 	lp := lockPrefix(b.prefix, req.Key)
+	own := sl.claim(lp, req.Owner, req.Label)
+	key := own.name
 	var (
-		own  *ownKey
 		resp *clientv3.TxnResponse
 		sent time.Time
 	)
-	// A create that failed for a passing reason (backpressure, a timeout, a
-	// lost leader or connection) is cleaned up and tried again under a new
-	// name, for as long as ctx lasts and the shared lease lives (the lease
-	// dies after T+R without a renewal, so a dead cluster still ends the
-	// wait). Overloaded by thousands of Acquires at once, etcd answers some
-	// creates after their request timeout; a blocking Acquire rides that out.
-	err = b.retry(ctx, sl, transient, func() (err error) {
-		own = sl.claim(lp, req.Owner, req.Label)
+	err = patiently(ctx, sl, func() (err error) {
 		rctx, cancel := b.requestContext(ctx)
 		defer cancel()
 		sent = time.Now()
 		resp, err = b.cli.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(own.name), "=", 0), own.notTombstoned()).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), own.notTombstoned()).
 			Then(
-				clientv3.OpPut(own.name, own.value, clientv3.WithLease(sl.id)),
-				// Are there two keys in the range? Unsorted, so that etcd
-				// stops after two: a sorted read would visit every waiter's
-				// key inside the apply loop, where write txns run one at a
-				// time (10,000 waiters made it fall behind until the server
-				// answered "too many requests" and "request timed out").
-				clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(2)),
+				clientv3.OpPut(key, own.value, clientv3.WithLease(sl.id)),
+				// The put is the txn's newest write, so the own key sorts first.
+				clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
 			).
 			Commit()
-		if err != nil {
-			b.createFailed(ctx, own, err)
-		}
 		return err
 	})
 	if err != nil {
+		b.createFailed(ctx, own, err)
 		return nil, err
 	}
-	key := own.name
 	if !resp.Succeeded {
 		// A name is reused only once its key is known to be gone: someone
 		// else wrote under our lease's name. The name stays reserved.
 		return nil, fmt.Errorf("etcd: waiter key %q exists already", key)
 	}
 	rev := resp.Header.Revision
-	if len(resp.Responses[1].GetResponseRange().Kvs) < 2 {
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if len(kvs) < 2 {
 		return b.granted(ctx, own, req, rev, sent)
 	}
-	// Contended: wait finds the predecessor with a read-only txn, which
-	// etcd serves outside the apply loop.
-	start, err := b.wait(ctx, sl, lp, key, rev, "", 0)
+	start, err := b.wait(ctx, sl, lp, key, rev, string(kvs[1].Key), resp.Header.Revision+1)
 	if err != nil {
 		b.remove(ctx, own, rev)
 		return nil, err
@@ -298,30 +283,16 @@ func (b *backend) deleteOwn(ctx context.Context, own *ownKey, rev int64) error {
 // the request may be sent again.
 func tooManyRequests(err error) bool { return errors.Is(err, rpctypes.ErrTooManyRequests) }
 
-// transient reports an error a create may be retried after (once cleaned
-// up, under a new name): backpressure, a request that ran out of time in
-// the client or the server, a leader lost or changing, a connection down.
-func transient(err error) bool {
-	for _, e := range []error{rpctypes.ErrTooManyRequests, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
-		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrNoLeader, rpctypes.ErrLeaderChanged, context.DeadlineExceeded} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return status.Code(err) == codes.Unavailable
-}
-
-// retry runs fn again, after a jittered backoff, for as long as its error
-// passes again (see transient, tooManyRequests), ctx lasts and sl (if not
-// nil) lives. A blocking Acquire uses it; TryAcquire makes one attempt.
-func (b *backend) retry(ctx context.Context, sl *sharedLease, again func(error) bool, fn func() error) error {
+// patiently runs fn again, after a jittered backoff, for as long as the
+// server answers with backpressure and ctx lasts (and sl lives, if not nil).
+// A blocking Acquire uses it; TryAcquire makes one attempt.
+func patiently(ctx context.Context, sl *sharedLease, fn func() error) error {
 	bo := newBackoff()
 	for {
 		err := fn()
-		if err == nil || !again(err) || ctx.Err() != nil {
+		if !tooManyRequests(err) {
 			return err
 		}
-		b.log.Debug("etcd: acquire retrying", "err", err)
 		if serr := bo.sleep(ctx, sl); serr != nil {
 			return fmt.Errorf("%w (last attempt: %w)", serr, err)
 		}

@@ -177,12 +177,8 @@ func TestEtcd_CreateAppliedAfterItsCleanup_LeavesNoHolder(t *testing.T) {
 	}
 
 	held.armed.Store(true)
-	// The held create times out; Acquire cleans up and may try again under
-	// another name (a blocking Acquire retries a create that timed out).
-	if lease, err := a.Acquire(ctxFor(t, 30*time.Second), key); err == nil {
-		if err := lease.Release(ctxFor(t, 10*time.Second)); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
+	if _, err := a.Acquire(ctxFor(t, 30*time.Second), key); err == nil {
+		t.Fatal("Acquire whose create was held back succeeded")
 	}
 	close(held.release)
 	if err := <-held.landed; err != nil {
