@@ -27,7 +27,7 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 		return nil, err
 	}
 	lp := lockPrefix(b.prefix, req.Key)
-	own := sl.claim(lp, req.Owner, req.Label)
+	own := sl.claim(lp, recordOf(req))
 	rctx, cancel := b.requestContext(ctx)
 	defer cancel()
 	sent := time.Now()
@@ -60,7 +60,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 		return nil, err
 	}
 	lp := lockPrefix(b.prefix, req.Key)
-	own := sl.claim(lp, req.Owner, req.Label)
+	own := sl.claim(lp, recordOf(req))
 	key := own.name
 	var (
 		resp *clientv3.TxnResponse

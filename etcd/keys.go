@@ -96,9 +96,76 @@ func waiterKey(prefix string, lease clientv3.LeaseID, slot int) string {
 	return prefix + strconv.FormatInt(int64(lease), 16) + "-" + strconv.Itoa(slot)
 }
 
-// waiterValue is stored in the waiter key: the acquisition's owner id, which
-// also makes a key whose creation is in doubt deletable by its owner only,
-// and the owner label for inspection.
-func waiterValue(owner driver.OwnerID, label string) string {
-	return owner.String() + " " + label
+// record is what a waiter key holds: the acquisition's owner id, which also
+// makes a key whose creation is in doubt deletable by its owner only, and
+// for inspection its owner label and published value.
+type record struct {
+	owner driver.OwnerID
+	label string
+	value string
+}
+
+// recordOf is the record of an acquisition.
+func recordOf(req *driver.Request) record {
+	return record{owner: req.Owner, label: req.Label}
+}
+
+// encode writes a record without a value as "owner label", the layout of
+// the versions before values, so that they and this one read each other's
+// records; with a value, as "owner+n label value", n being the label's
+// length in decimal, because a label may hold any byte.
+func (r record) encode() string {
+	if r.value == "" {
+		return r.owner.String() + " " + r.label
+	}
+	return r.owner.String() + "+" + strconv.Itoa(len(r.label)) + " " + r.label + r.value
+}
+
+// decodeRecord returns the label and value of an encoded record; false for
+// a value that no Locker wrote.
+func decodeRecord(s string) (label, value string, ok bool) {
+	const n = 2 * len(driver.OwnerID{})
+	if len(s) <= n {
+		return "", "", false
+	}
+	switch rest := s[n+1:]; s[n] {
+	case ' ':
+		return rest, "", true
+	case '+':
+		digits, tail, found := strings.Cut(rest, " ")
+		size, err := strconv.Atoi(digits)
+		if !found || err != nil || size < 0 || size > len(tail) {
+			return "", "", false
+		}
+		return tail[:size], tail[size:], true
+	}
+	return "", "", false
+}
+
+// unescape inverts escape; false for a segment escape cannot have made
+// (another writer's key under the prefix).
+func unescape(s string) (string, bool) {
+	if !strings.Contains(s, "%") {
+		return s, true
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1 : min(i+3, len(s))] {
+		case "25":
+			b.WriteByte('%')
+		case "2F":
+			b.WriteByte('/')
+		case "00":
+			b.WriteByte(0)
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
-	"github.com/distlock/locker/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -118,14 +117,15 @@ type ownKey struct {
 	slot  slot
 	name  string
 	tomb  string // tombstoneKey of name
-	value string
-	freed bool // under sl.mu: the slot went back, maybe to another acquisition
+	rec   record // as created; Publish replaces the value on the server
+	value string // rec encoded
+	freed bool   // under sl.mu: the slot went back, maybe to another acquisition
 }
 
 // claim reserves the lowest free waiter key name of the lock range prefix
 // on this lease for one acquisition. The name stays reserved until the key
 // is known to be gone (free), so no two acquisitions ever use it at once.
-func (s *sharedLease) claim(prefix string, owner driver.OwnerID, label string) *ownKey {
+func (s *sharedLease) claim(prefix string, rec record) *ownKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := slot{prefix: prefix}
@@ -138,7 +138,7 @@ func (s *sharedLease) claim(prefix string, owner driver.OwnerID, label string) *
 		s.slots[k] = struct{}{}
 	}
 	name := waiterKey(prefix, s.id, k.n)
-	return &ownKey{sl: s, slot: k, name: name, tomb: tombstoneKey(s.b.prefix, name), value: waiterValue(owner, label)}
+	return &ownKey{sl: s, slot: k, name: name, tomb: tombstoneKey(s.b.prefix, name), rec: rec, value: rec.encode()}
 }
 
 // notTombstoned is the compare every create txn of k makes: k's name has

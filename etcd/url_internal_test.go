@@ -93,12 +93,12 @@ func TestEscape_DistinctKeys_DisjointRanges(t *testing.T) {
 	}
 	// Slots: a name is handed out once at a time, and reused once freed.
 	s := &sharedLease{b: &backend{prefix: "p/"}, id: 7, slots: map[slot]struct{}{}}
-	k0, k1 := s.claim("p/a/", driver.NewOwnerID(), ""), s.claim("p/a/", driver.NewOwnerID(), "")
+	k0, k1 := s.claim("p/a/", record{owner: driver.NewOwnerID()}), s.claim("p/a/", record{owner: driver.NewOwnerID()})
 	if k0.name == k1.name {
 		t.Fatalf("two live acquisitions got the name %q", k0.name)
 	}
 	k0.free()
-	if k2 := s.claim("p/a/", driver.NewOwnerID(), ""); k2.name != k0.name {
+	if k2 := s.claim("p/a/", record{owner: driver.NewOwnerID()}); k2.name != k0.name {
 		t.Errorf("freed name %q not reused (got %q)", k0.name, k2.name)
 	}
 }

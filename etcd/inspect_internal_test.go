@@ -1,0 +1,41 @@
+package etcd
+
+import (
+	"testing"
+
+	"github.com/distlock/locker/driver"
+)
+
+// TestLockTTLOf: the lock TTL read back from a shared lease's granted TTL
+// is the one the lease was granted for, and a lease the server granted
+// longer than asked is read as a TTL it covers.
+func TestLockTTLOf(t *testing.T) {
+	for secs := int64(1); secs <= 100_000; secs++ {
+		lease := secs + reserve(secs)
+		if got := lockTTLOf(lease); got != secs {
+			t.Fatalf("lockTTLOf(%d) = %d, want %d", lease, got, secs)
+		}
+		if got := lockTTLOf(lease + 1); got < secs || got+reserve(got) > lease+1 {
+			t.Fatalf("lockTTLOf(%d) = %d: not the longest TTL such a lease covers", lease+1, got)
+		}
+	}
+}
+
+// FuzzRecord: a waiter key's record gives back its label and value, and a
+// record without a value keeps the layout of the versions before values.
+func FuzzRecord(f *testing.F) {
+	for _, s := range [][2]string{{"", ""}, {"worker 1", ""}, {"", "v"}, {"a b", "c d"}, {"+3 x", "\x00"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, label, value string) {
+		r := record{owner: driver.NewOwnerID(), label: label, value: value}
+		enc := r.encode()
+		if value == "" && enc != r.owner.String()+" "+label {
+			t.Fatalf("record without a value encoded as %q, not in the old layout", enc)
+		}
+		l, v, ok := decodeRecord(enc)
+		if !ok || l != label || v != value {
+			t.Fatalf("decodeRecord(%q) = %q, %q, %v; want %q, %q", enc, l, v, ok, label, value)
+		}
+	})
+}
