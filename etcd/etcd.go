@@ -84,18 +84,20 @@ func (b *backend) requestContext(ctx context.Context) (context.Context, context.
 	return context.WithTimeout(ctx, b.timeout)
 }
 
-// background runs fn in a goroutine that Close cancels and waits for.
-func (b *backend) background(fn func(ctx context.Context)) {
+// background runs fn in a goroutine that Close cancels and waits for;
+// false, without running it, once the backend is closed.
+func (b *backend) background(fn func(ctx context.Context)) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return
+		return false
 	}
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		fn(b.ctx)
 	}()
+	return true
 }
 
 // Close stops the lease renewals, revokes the leases (which deletes any key

@@ -44,8 +44,8 @@ func (b *backend) describe(ctx context.Context, key string, holder *mvccpb.KeyVa
 	if holder == nil {
 		return driver.LockInfo{Key: key}, nil
 	}
-	label, _, _ := decodeRecord(string(holder.Value))
-	info := driver.LockInfo{Key: key, Held: true, Label: label, Token: uint64(holder.CreateRevision),
+	label, value, _ := decodeRecord(string(holder.Value))
+	info := driver.LockInfo{Key: key, Held: true, Label: label, Value: value, Token: uint64(holder.CreateRevision),
 		TTL: -1, Waiters: int(keys - 1)}
 	id := clientv3.LeaseID(holder.Lease)
 	if id == clientv3.NoLease {

@@ -107,7 +107,7 @@ type record struct {
 
 // recordOf is the record of an acquisition.
 func recordOf(req *driver.Request) record {
-	return record{owner: req.Owner, label: req.Label}
+	return record{owner: req.Owner, label: req.Label, value: req.Value}
 }
 
 // encode writes a record without a value as "owner label", the layout of

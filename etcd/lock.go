@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -33,42 +34,60 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := l.sl.err(); err != nil {
 		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
 	}
-	rctx, cancel := l.b.requestContext(ctx)
-	defer cancel()
 	if l.sl.validFrom().Before(time.Now()) {
-		if err := l.sl.renew(rctx); err != nil {
+		rctx, cancel := l.b.requestContext(ctx)
+		err := l.sl.renew(rctx)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
+	return l.whileOwn(ctx)
+}
+
+// Release deletes the own key in a txn comparing its create revision, so a
+// retried or late release never deletes a newer holder's key.
+func (l *lock) Release(ctx context.Context) error {
+	err := l.whileOwn(ctx, clientv3.OpDelete(l.key))
+	if err == nil {
+		l.sl.remove(l)
+		l.own.free()
+	}
+	return err
+}
+
+// Publish implements driver.Publisher: it rewrites the own key's record with
+// the new value, keeping its lease, in a txn comparing its create revision
+// (a put leaves the create revision, and so the token, as it was).
+func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) error {
+	l, ok := dl.(*lock)
+	if !ok || l.b != b {
+		return fmt.Errorf("%w: not a lock of this Locker", locker.ErrLeaseLost)
+	}
+	if err := l.sl.err(); err != nil {
+		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
+	}
+	rec := l.own.rec
+	rec.value = value
+	return l.whileOwn(ctx, clientv3.OpPut(l.key, rec.encode(), clientv3.WithIgnoreLease()))
+}
+
+// whileOwn commits ops in one txn if, and only if, the own key still exists
+// with its create revision. If it does not, the lock is lost: it returns
+// locker.ErrLeaseLost, and the key's name may serve again.
+func (l *lock) whileOwn(ctx context.Context, ops ...clientv3.Op) error {
+	rctx, cancel := l.b.requestContext(ctx)
+	defer cancel()
 	resp, err := l.b.cli.Txn(rctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
+		Then(ops...).
 		Commit()
 	if err != nil {
 		return err
 	}
 	if !resp.Succeeded {
 		l.sl.remove(l)
-		l.own.free() // the key is gone: its name may serve again
-		return fmt.Errorf("%w: key %q no longer exists with create revision %d", locker.ErrLeaseLost, l.key, l.rev)
-	}
-	return nil
-}
-
-// Release deletes the own key in a txn comparing its create revision, so a
-// retried or late release never deletes a newer holder's key.
-func (l *lock) Release(ctx context.Context) error {
-	rctx, cancel := l.b.requestContext(ctx)
-	defer cancel()
-	resp, err := l.b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
-		Then(clientv3.OpDelete(l.key)).
-		Commit()
-	if err != nil {
-		return err
-	}
-	l.sl.remove(l)
-	l.own.free() // deleted now, or gone before
-	if !resp.Succeeded {
+		l.own.free()
 		return fmt.Errorf("%w: key %q no longer exists with create revision %d", locker.ErrLeaseLost, l.key, l.rev)
 	}
 	return nil
