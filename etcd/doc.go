@@ -33,6 +33,11 @@
 // than a token can repeat it. Guard (NewGuard) admits a token and applies
 // your txn ops atomically with Write.
 //
+// locker.Inspect, List, WithValue, Publish and Watch work: the holder is the
+// lock's oldest key, the others wait. etcd keeps no grant time (Granted is
+// zero); TTL is the holder's lease's time left, at most the lock's TTL. A
+// watch survives member restarts and ends if its member loses the leader.
+//
 // Caveats: run etcd with --auto-compaction-retention; the key layout changed
 // when nested prefixes were made independent, so do not mix older versions
 // of this package with this one on one prefix. Design, key layout and proofs:

@@ -95,3 +95,58 @@ func TestEtcd_Watch_MemberRestart_ChangeMeanwhileReported(t *testing.T) {
 	}
 	reported(ch, true, "grant after the restart")
 }
+
+// TestEtcd_Watch_MemberCutOffFromLeader_Ends cuts the member a watch is on
+// off its peers: the member loses its leader, and, as the package says,
+// the watch ends rather than stay open and deaf to changes made through
+// the majority. Once the member is back, a new watch follows the lock.
+func TestEtcd_Watch_MemberCutOffFromLeader_Ends(t *testing.T) {
+	c := testenv.EtcdCluster(t)
+	h := newHarness(c.Addrs()...)
+	leader := c.Leader(t)
+	member := c.Nodes[0]
+	if member == leader {
+		member = c.Nodes[1]
+	}
+	ctx := ctxFor(t, 5*time.Minute)
+	_, b := newBackendLocker(t, h, []string{member.Addr()})
+	w := b.(driver.Watcher)
+	ch, err := w.Watch(ctx, "k")
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	member.Disconnect(t)
+	deadline := time.After(watchBound)
+	for ended := false; !ended; {
+		select {
+		case _, open := <-ch:
+			ended = !open
+		case <-deadline:
+			t.Fatalf("the watch on a member cut off from its leader did not end within %v", watchBound)
+		}
+	}
+	member.Reconnect(t)
+
+	changer := mustLocker(t, h, h.endpoints)
+	for {
+		if ch, err = w.Watch(ctx, "k"); err == nil {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("cannot watch again after the member came back: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if _, err := changer.TryAcquire(ctx, "k"); err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	select {
+	case _, open := <-ch:
+		if !open {
+			t.Fatal("the new watch ended instead of signalling the grant")
+		}
+	case <-time.After(watchBound):
+		t.Fatalf("the new watch did not signal the grant within %v", watchBound)
+	}
+}
