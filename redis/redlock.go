@@ -267,10 +267,10 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	req, n, val := a.req, a.n, a.val
 	timeout := r.timeout(req.TTL)
 	res := make([]nodeResult, len(r.nodes))
-	script, keys, args := grantScript, []string{n.lock, n.fence}, []any{val, ttlMillis(req.TTL), time.Now().Add(hintMargin).UnixMicro()}
+	script, keys, args := grantScript, []string{n.lock, n.fence, n.info}, []any{val, ttlMillis(req.TTL), published(req), time.Now().Add(hintMargin).UnixMicro()}
 	if waiter != "" {
 		script = acquireScript
-		keys, args = r.acquireArgs(n, val, req.TTL, waiter)
+		keys, args = r.acquireArgs(n, req, val, waiter)
 	}
 	start := time.Now() // before the first request: validity counts from here
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
@@ -705,7 +705,7 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 	// counts from before it was sent. So a master may take up to the refresh
 	// interval (a third of the TTL) to answer, not just the node timeout.
 	l.r.onAll(ctx, max(l.r.timeout(ttl), ttl/3), func(ctx context.Context, i int, c goredis.UniversalClient) {
-		x, err := refreshScript.Run(ctx, c, []string{l.n.lock}, l.val, ttlMillis(ttl)).Int64()
+		x, err := refreshScript.Run(ctx, c, []string{l.n.lock, l.n.info}, l.val, ttlMillis(ttl)).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
