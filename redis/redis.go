@@ -31,11 +31,12 @@ type base struct {
 	wake    string // the wake-up channel prefix the scripts publish under
 	wakeArg any    // wake as a script argument, boxed once
 	hub     *hub
+	watches *watches
 }
 
 func newBase(cfg config) (base, error) {
 	p := cfg.Prefix
-	return base{prefix: p, wake: channelPrefix(p), wakeArg: channelPrefix(p), hub: newHub()}, nil
+	return base{prefix: p, wake: channelPrefix(p), wakeArg: channelPrefix(p), hub: newHub(), watches: &watches{}}, nil
 }
 
 // subscriber returns the subscription of this Locker's wake-up channel on c.
@@ -270,6 +271,7 @@ func (b *backend) wait(ctx context.Context, n names, w *waiter, d time.Duration)
 }
 
 func (b *backend) Close() error {
+	b.watches.close()
 	err := b.sub.close()
 	if b.closeClient {
 		if cerr := b.client.Close(); cerr != nil && !errors.Is(cerr, goredis.ErrClosed) {

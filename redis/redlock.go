@@ -666,6 +666,7 @@ func (r *redlock) Close() error {
 	r.bgMu.Unlock()
 	r.bgCancel()
 	r.bgWG.Wait()
+	r.watches.close()
 	var errs []error
 	for _, s := range r.subs {
 		errs = append(errs, s.close())
