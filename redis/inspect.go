@@ -40,7 +40,7 @@ func (s seen) info(key string, waiters int) driver.LockInfo {
 	// capability to release the lock and is never shown.
 	_, label, _ := strings.Cut(s.holder, " ")
 	return driver.LockInfo{Key: key, Held: true, Label: label, Token: s.token, Granted: s.granted,
-		TTL: s.pttl, Waiters: waiters}
+		TTL: s.pttl, Waiters: waiters, Value: s.value}
 }
 
 // inspectKeys are inspect.lua's keys.

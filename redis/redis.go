@@ -50,10 +50,10 @@ func (b *base) subscriber(c goredis.UniversalClient) *subscriber {
 // info keys and sends three arguments: it is the uncontended path.
 func (b *base) acquireArgs(n names, req *driver.Request, val string, waiter string) ([]string, []any) {
 	if waiter == "" {
-		return []string{n.lock, n.fence, n.info}, []any{val, ttlMillis(req.TTL), published(req)}
+		return []string{n.lock, n.fence, n.info}, []any{val, ttlMillis(req.TTL), req.Value}
 	}
 	return []string{n.lock, n.fence, n.info, n.queue, n.deadlines},
-		[]any{val, ttlMillis(req.TTL), published(req), b.wakeArg, waiter, staleAfter(req.TTL)}
+		[]any{val, ttlMillis(req.TTL), req.Value, b.wakeArg, waiter, staleAfter(req.TTL)}
 }
 
 // heartbeatArgs are acquire.lua's keys and arguments for a waiter that
@@ -75,13 +75,11 @@ func (n names) queueKeys() [5]string { return [5]string{n.lock, n.queue, n.deadl
 func (b *base) RoundTTL(ttl time.Duration) (time.Duration, error) { return roundTTL(ttl) }
 
 // value is what a lock key holds: the owner id, which refresh and release
-// compare, and the label, for whoever inspects the key with redis-cli.
+// compare, and the label, for inspection. The published value
+// (req.Value) is kept apart, in the lock's info: Publish replaces it while
+// refresh and release go on comparing this.
 func value(req *driver.Request) string { return req.Owner.String() + " " + req.Label }
 
-// published is the value req's holder publishes (stored beside the lock in
-// its info, not in the owner value: a Publish replaces it while refresh and
-// release go on comparing the owner value).
-func published(req *driver.Request) string { return "" }
 
 // backend is the single-deployment backend.
 type backend struct {

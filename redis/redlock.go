@@ -267,7 +267,7 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	req, n, val := a.req, a.n, a.val
 	timeout := r.timeout(req.TTL)
 	res := make([]nodeResult, len(r.nodes))
-	script, keys, args := grantScript, []string{n.lock, n.fence, n.info}, []any{val, ttlMillis(req.TTL), published(req), time.Now().Add(hintMargin).UnixMicro()}
+	script, keys, args := grantScript, []string{n.lock, n.fence, n.info}, []any{val, ttlMillis(req.TTL), req.Value, time.Now().Add(hintMargin).UnixMicro()}
 	if waiter != "" {
 		script = acquireScript
 		keys, args = r.acquireArgs(n, req, val, waiter)
