@@ -80,7 +80,6 @@ func (b *base) RoundTTL(ttl time.Duration) (time.Duration, error) { return round
 // refresh and release go on comparing this.
 func value(req *driver.Request) string { return req.Owner.String() + " " + req.Label }
 
-
 // backend is the single-deployment backend.
 type backend struct {
 	base
