@@ -230,8 +230,9 @@ func (b *backend) scanNodes(ctx context.Context) ([]scanNode, error) {
 // batch (COUNT limit) per call; on a Cluster over every master in turn,
 // the cursor naming the master and its SCAN cursor. A master that left
 // (failover) is skipped for the next one in address order. Like SCAN, a
-// lock held throughout the listing is listed, once; one taken or freed
-// meanwhile may or may not be.
+// lock held throughout the listing is listed; one taken or freed meanwhile
+// may or may not be; one may be listed twice (the server resized its key
+// table between two calls).
 func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.LockInfo, string, error) {
 	cur, err := parseCursor(cursor)
 	if err != nil {
