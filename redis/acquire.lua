@@ -4,7 +4,7 @@
 --
 -- KEYS[1]  the lock key (a string holding the owner value)
 -- KEYS[2]  the fence key (the last token handed out for this lock; same hash slot)
--- KEYS[3]  the lock's info (hash: grant time, published value)
+-- KEYS[3]  the lock's info (string: grant time, a space, published value)
 -- KEYS[4]  the waiter queue (sorted set: waiter id -> arrival, µs)
 -- KEYS[5]  the waiters' deadlines (hash: waiter id -> stale after, ms)
 -- ARGV[1]  the owner value (owner id, a space, the holder label)

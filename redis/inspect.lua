@@ -20,5 +20,7 @@ local held = redis.call('GET', KEYS[1])
 if not held then
   return {'', -2, '', '', '', waiters}
 end
-local info = redis.call('HMGET', KEYS[3], 'g', 'v')
-return {held, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '', info[1] or '', info[2] or '', waiters}
+local granted, value = '', ''
+local info = redis.call('GET', KEYS[3])
+if info then granted, value = string.match(info, '^(%d*) (.*)$') end
+return {held, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '', granted or '', value or '', waiters}

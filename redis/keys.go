@@ -20,7 +20,7 @@ type names struct {
 	fence     string // the last fencing token; never expires, never deleted
 	queue     string // the waiters, by arrival (sorted set); expires when abandoned
 	deadlines string // waiter id -> when its entry is stale (hash); expires likewise
-	info      string // grant time and published value (hash); lives as long as the lock
+	info      string // grant time and published value (string); lives as long as the lock
 	events    string // the channel the scripts signal the lock's changes on (queue.lua: signal)
 }
 

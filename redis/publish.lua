@@ -11,10 +11,10 @@
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-redis.call('HSET', KEYS[2], 'v', ARGV[2])
--- The info lives as long as the lock (a lock granted before there was
--- info gets one here, which must not outlive it).
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl > 0 then redis.call('PEXPIRE', KEYS[2], pttl) end
+-- The grant time stays; the info lives as long as the lock (a lock
+-- granted before there was info gets one, without a grant time).
+local info = redis.call('GET', KEYS[2]) or ''
+local granted = string.match(info, '^%d*') or ''
+redis.call('SET', KEYS[2], granted .. ' ' .. ARGV[2], 'PX', math.max(redis.call('PTTL', KEYS[1]), 1))
 signal(KEYS[1], 'published')
 return 1

@@ -47,9 +47,9 @@ end
 -- hold integers exactly up to 2^53: µs times stay below that until the
 -- year 2255. %.0f: Lua's default number formatting would write 1.7e+15.
 --
--- info, a hash that lives as long as the lock, records for inspection
--- when the lock was granted (g, server TIME in µs) and the holder's
--- published value (v).
+-- info, a string that lives as long as the lock, records for inspection
+-- when the lock was granted (server TIME in µs), a space, and the
+-- holder's published value: one SET with the lock's expiry.
 local function grant(lock, fence, info, val, ttl, value, hint)
   -- SET NX first: the lock is usually free, and then one command takes it.
   if not redis.call('SET', lock, val, 'PX', ttl, 'NX') then
@@ -86,8 +86,7 @@ local function grant(lock, fence, info, val, ttl, value, hint)
     if last + 1 > token then token = last + 1 end
     redis.call('SET', fence, string.format('%.0f', token))
   end
-  redis.call('HMSET', info, 'g', string.format('%.0f', now), 'v', value)
-  redis.call('PEXPIRE', info, ttl)
+  redis.call('SET', info, string.format('%.0f', now) .. ' ' .. value, 'PX', ttl)
   signal(lock, 'granted')
   return token
 end
