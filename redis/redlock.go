@@ -699,14 +699,27 @@ func (l *rlock) Start() time.Time { return l.start }
 // from before the first request.
 func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
-	var mu sync.Mutex
-	var ok, lost int
-	var errs []error
 	// A refresh does not spend the validity of a new grant: the deadline
 	// counts from before it was sent. So a master may take up to the refresh
 	// interval (a third of the TTL) to answer, not just the node timeout.
-	l.r.onAll(ctx, max(l.r.timeout(ttl), ttl/3), func(ctx context.Context, i int, c goredis.UniversalClient) {
-		x, err := refreshScript.Run(ctx, c, []string{l.n.lock, l.n.info}, l.val, ttlMillis(ttl)).Int64()
+	err := l.onHolders(ctx, "refreshed", max(l.r.timeout(ttl), ttl/3), refreshScript, ttlMillis(ttl))
+	if err == nil && time.Since(start) >= ttl-driver.DriftMargin(ttl) {
+		return fmt.Errorf("redlock: refresh took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), ttl)
+	}
+	return err
+}
+
+// onHolders runs script (refresh.lua, publish.lua: keys the lock and its
+// info, arguments the owner value and arg; 1 when done, 0 when the lock is
+// not the caller's) on every master. It succeeds when a majority did it,
+// reports ErrLeaseLost when no majority holds the lock for this owner any
+// more, and otherwise an error saying what the masters answered.
+func (l *rlock) onHolders(ctx context.Context, done string, timeout time.Duration, script *goredis.Script, arg any) error {
+	var mu sync.Mutex
+	var ok, lost int
+	var errs []error
+	l.r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
+		x, err := script.Run(ctx, c, []string{l.n.lock, l.n.info}, l.val, arg).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -719,14 +732,12 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 	})
 	switch {
-	case ok >= l.r.quorum && time.Since(start) < ttl-driver.DriftMargin(ttl):
-		return nil
 	case ok >= l.r.quorum:
-		return fmt.Errorf("redlock: refresh took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), ttl)
+		return nil
 	case lost > len(l.r.nodes)-l.r.quorum:
 		return locker.ErrLeaseLost
 	}
-	return fmt.Errorf("redlock: refreshed on %d of %d masters, quorum %d: %w", ok, len(l.r.nodes), l.r.quorum, errors.Join(errs...))
+	return fmt.Errorf("redlock: %s on %d of %d masters, quorum %d: %w", done, ok, len(l.r.nodes), l.r.quorum, errors.Join(errs...))
 }
 
 // Release deletes the lock on every master that holds it. It reports

@@ -186,8 +186,8 @@ func plantGrant(t testing.TB, ctx context.Context, addr, prefix, key, owner stri
 	}
 	lock, fence := keyNames(prefix, key)
 	q := strings.TrimSuffix(lock, ":lock")
-	v, err := goredis.NewScript(string(src)).Run(ctx, direct(t, addr), []string{lock, fence, q + ":q", q + ":qd"},
-		owner+" planted", px.Milliseconds(), prefix+"w:").Int64()
+	v, err := goredis.NewScript(string(src)).Run(ctx, direct(t, addr), []string{lock, fence, q + ":info"},
+		owner+" planted", px.Milliseconds(), "").Int64()
 	if err != nil || v < 1 { // a grant replies with its token
 		t.Fatalf("planting %s on %s: %v %v", owner, addr, v, err)
 	}

@@ -288,27 +288,5 @@ func (r *redlock) Publish(ctx context.Context, dl driver.Lock, value string) err
 	if !ok || l.r != r {
 		return fmt.Errorf("redis: publish: %w", errForeignLock)
 	}
-	var mu sync.Mutex
-	var done, lost int
-	var errs []error
-	r.onAll(ctx, r.timeout(l.ttl), func(ctx context.Context, i int, c goredis.UniversalClient) {
-		x, err := publishScript.Run(ctx, c, []string{l.n.lock, l.n.info}, l.val, value).Int64()
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("master %d: %w", i, err))
-		case x == 1:
-			done++
-		default:
-			lost++
-		}
-	})
-	switch {
-	case done >= r.quorum:
-		return nil
-	case lost > len(r.nodes)-r.quorum:
-		return locker.ErrLeaseLost
-	}
-	return fmt.Errorf("redlock: published on %d of %d masters, quorum %d: %w", done, len(r.nodes), r.quorum, errors.Join(errs...))
+	return l.onHolders(ctx, "published", r.timeout(l.ttl), publishScript, value)
 }
