@@ -28,14 +28,11 @@
 // master that answered: it increases unless the masters that took the
 // earlier token and meet the later majority all lost their counters.
 //
-// Inspection, published values and watching (locker.Inspect, List,
-// WithValue, Publish, Watch): the grant script records the grant time (the
-// server's TIME) and the published value beside the lock; List is SCAN
-// (every master of a Cluster). Watch subscribes to the lock's channel
-// (SSUBSCRIBE on Redis 7), which every grant, release and publish signals,
-// and arms a timer at the holder's PTTL for expiry. Redlock answers with a
-// majority view: a lock is held when a majority of all masters hold it for
-// one owner (Waiters: -1, unknown).
+// Inspect, List (SCAN, every master of a Cluster), WithValue, Publish and
+// Watch work on both; the grant time is the server's TIME. Watch follows
+// the lock's channel, signalled by every grant, release and publish, and a
+// timer at the holder's PTTL. Redlock inspects by majority: held when a
+// majority of all masters hold the lock for one owner; Waiters is -1.
 //
 // Caveats: TTLs are whole milliseconds; a crashed holder's lock lives its
 // TTL on the server; waiters are woken in arrival order, but a TryAcquire (or

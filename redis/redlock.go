@@ -311,7 +311,9 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	}
 
 	// Failed: undo on every master, the ones that did not answer included
-	// (their grant may just have been slow), before anyone waits or returns.
+	// (their grant may just have been slow), before anyone waits or returns;
+	// not where the request was never sent (a refused dial: !maybeRan),
+	// where an undo would only spend another dial.
 	// The undo wakes nobody: waiters wait on a majority holder, not on the
 	// scattered grants of a failed round. (A master that granted took the
 	// waiter out of its queue and woke the next one there; the waiter's
@@ -319,7 +321,11 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	// seen to have removed a grant, or a request of unknown outcome may yet
 	// run, the master stays pending: settle goes on there if the
 	// acquisition fails.
-	undone, _ := r.releaseEach(context.WithoutCancel(ctx), n, val, false, timeout)
+	sent := make([]bool, len(r.nodes))
+	for i, x := range res {
+		sent[i] = x.err == nil || maybeRan(x.err)
+	}
+	undone, _ := r.releaseOn(context.WithoutCancel(ctx), sent, n, val, false, timeout)
 	for i, x := range res {
 		if x.ok && undone[i] < 0 || x.err != nil && maybeRan(x.err) && undone[i] != 1 {
 			a.mark(i, len(r.nodes))
