@@ -46,7 +46,9 @@ func Watch(ctx context.Context, l Locker, key string) iter.Seq2[LockInfo, error]
 		// fail ends the sequence with err, or with why the watch's context
 		// ended: the caller's context or the Locker's Close.
 		fail := func(err error) {
-			if ctx.Err() != nil {
+			// Close cancels c.ctx before it closes the backend, whose
+			// watches then end: a watch ended by Close reports ErrClosed.
+			if ctx.Err() != nil || c.ctx.Err() != nil {
 				if err = caller.Err(); err == nil {
 					err = ErrClosed
 				}
