@@ -17,10 +17,6 @@ import (
 	"github.com/distlock/locker/election"
 )
 
-// errCommandExited ends election.Run when the command exits by itself while
-// lockctl leads.
-var errCommandExited = errors.New("the command exited")
-
 // elect implements "lockctl elect".
 func (a *app) elect(ctx context.Context, args []string) int {
 	fset := flag.NewFlagSet("elect", flag.ContinueOnError)
@@ -154,7 +150,14 @@ func (a *app) lead(ctx context.Context, e *election.Election, value string, comm
 		}
 	}()
 
-	status := exitOK
+	// The command's end, or its failure to start, ends lockctl: fn cancels
+	// Run's context, so that a term lost at the same moment does not make
+	// Run campaign again.
+	var (
+		finished bool
+		status   int
+		startErr error
+	)
 	err := election.Run(rctx, e, value, func(tctx context.Context, t *election.Term) error {
 		if err := tctx.Err(); err != nil {
 			return err
@@ -163,7 +166,8 @@ func (a *app) lead(ctx context.Context, e *election.Election, value string, comm
 		defer running.Store(false)
 		cmd, err := sub.start(command, e.Name(), t.Token(), ttl, rawURL)
 		if err != nil {
-			status = startStatus(err)
+			finished, status, startErr = true, startStatus(err), err
+			cancel()
 			return err
 		}
 		what := fmt.Sprintf("elect: leadership of %q (term %d)", e.Name(), t.Token())
@@ -171,8 +175,9 @@ func (a *app) lead(ctx context.Context, e *election.Election, value string, comm
 			fmt.Fprintf(a.stderr, "lockctl: elect: command stopped (%v)\n", cmd.ProcessState)
 			return lost
 		}
-		status = exitStatus(cmd.ProcessState)
-		return errCommandExited
+		finished, status = true, exitStatus(cmd.ProcessState)
+		cancel()
+		return nil
 	})
 	cancel()
 	wg.Wait()
@@ -180,10 +185,10 @@ func (a *app) lead(ctx context.Context, e *election.Election, value string, comm
 	sig := got
 	mu.Unlock()
 	switch {
-	case errors.Is(err, errCommandExited):
+	case startErr != nil:
+		return a.failf(status, "elect: %v", startErr)
+	case finished:
 		return status
-	case status != exitOK:
-		return a.failf(status, "elect: %v", err)
 	case sig != nil:
 		return a.failf(signalStatus(sig), "elect: interrupted by %v while campaigning for %q", sig, e.Name())
 	case ctx.Err() != nil:
