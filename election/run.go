@@ -17,7 +17,7 @@ const resignTimeout = 5 * time.Second
 // returns, and campaigns again, until ctx ends. fn's context is cancelled
 // the moment the term is lost (its cause is Term.Err); fn should then stop
 // writing, and return. A campaign that fails for a passing reason (the
-// backend unreachable) is retried with backoff.
+// backend unreachable), and one after a lost term, waits a backoff first.
 //
 // Run returns ctx's error once ctx ends; fn's error, after resigning, if fn
 // fails while it still leads; and at once the error of a campaign that
@@ -45,16 +45,28 @@ func Run(ctx context.Context, e *Election, value string, fn func(ctx context.Con
 			}
 			continue
 		}
-		b.reset()
+		began := time.Now()
 		lost, err := lead(ctx, t, fn)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case lost != nil:
+			// Terms lost one after the other (a TTL too short for the
+			// backend, say) are campaigned for ever more slowly; a term that
+			// lasted starts the backoff over.
+			if time.Since(began) >= maxBackoff {
+				b.reset()
+			}
+			d := b.next()
 			e.log.LogAttrs(ctx, slog.LevelWarn, "election: leadership lost; campaigning again",
-				slog.String("election", e.name), slog.Uint64("token", t.Token()), slog.Any("err", lost))
+				slog.String("election", e.name), slog.Uint64("token", t.Token()), slog.Duration("after", d), slog.Any("err", lost))
+			if !sleep(ctx, d) {
+				return ctx.Err()
+			}
 		case err != nil:
 			return err
+		default:
+			b.reset()
 		}
 	}
 }
