@@ -37,7 +37,7 @@ func init() {
 
 // watchdogEnv names the variable that turns a re-executed binary into
 // the watchdog of the process given in its value ("pid:start").
-const watchdogEnv = "LOCKER_TESTENV_WATCHDOG"
+const watchdogEnv = "LOCKER_LAUNCH_WATCHDOG"
 
 // self identifies this process in labels.
 var self = struct{ pid, start string }{strconv.Itoa(os.Getpid()), procStart(os.Getpid())}
