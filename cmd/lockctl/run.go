@@ -35,6 +35,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	timeout := fset.Duration("timeout", 0, fmt.Sprintf("give up waiting for the lock after this long, with status %d (0: wait for ever)", exitLocked))
 	grace := fset.Duration("grace", defaultGrace, "after the lease is lost, time between SIGTERM and SIGKILL to the command")
 	owner := fset.String("owner", defaultOwner(), "holder label, shown by backends that support inspection")
+	minHold := fset.Duration("min-hold", 0, "keep the lock held on the server at least this long after the grant, even if COMMAND ends sooner (a job on every replica runs at most once per interval)")
 	fset.Usage = func() {
 		fmt.Fprint(fset.Output(), `Usage: lockctl run [flags] URL KEY -- COMMAND [ARGS...]
 
@@ -69,6 +70,8 @@ Flags:
 		return a.failf(exitUsage, "run: --timeout %v is negative", *timeout)
 	case *grace < 0:
 		return a.failf(exitUsage, "run: --grace %v is negative", *grace)
+	case *minHold < 0:
+		return a.failf(exitUsage, "run: --min-hold %v is negative", *minHold)
 	case *try && *timeout > 0:
 		return a.failf(exitUsage, "run: --try and --timeout exclude each other")
 	}
@@ -94,7 +97,7 @@ Flags:
 	}
 	defer l.Close()
 
-	opts := []locker.Option{locker.WithTTL(*ttl), locker.WithAutoRefresh(true), locker.WithOwner(*owner)}
+	opts := []locker.Option{locker.WithTTL(*ttl), locker.WithAutoRefresh(true), locker.WithOwner(*owner), locker.WithMinHold(*minHold)}
 	var lease locker.Lease
 	if *try {
 		lease, err = l.TryAcquire(wctx, key, opts...)
