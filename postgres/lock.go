@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
 )
 
 // lock is one held lock: a pool connection pinned in the open transaction
@@ -23,6 +24,9 @@ type lock struct {
 	token uint64
 	start time.Time
 	ident serverIdent // the server's identity at the grant
+	key   string
+	owner driver.OwnerID
+	label string
 
 	// turn is held by whoever runs a statement on conn (Refresh, Release)
 	// or drops it (abandon), so that Close never drops the connection under
