@@ -122,7 +122,7 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 			}
 			l := &lock{b: b, conn: conn, lost: req.Lost, token: g.token, start: start, ident: g.ident, turn: make(chan struct{}, 1),
 				key: req.Key, owner: req.Owner, label: req.Label}
-			if err := b.announce(ctx, l, requestValue(req), g.watched); err != nil {
+			if err := b.announce(ctx, l, req.Value, g.watched); err != nil {
 				return nil, err
 			}
 			b.track(l)

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/distlock/locker/driver"
 )
 
 // What other sessions can learn of a holder. Its lock transaction never
@@ -137,6 +135,3 @@ func (b *backend) announce(ctx context.Context, l *lock, value string, watched b
 	}
 	return nil
 }
-
-// requestValue is the value a request publishes with its lock.
-func requestValue(req *driver.Request) string { return "" }

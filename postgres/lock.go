@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/locker"
@@ -80,6 +81,24 @@ func (l *lock) startWatch() {
 	}()
 }
 
+// held returns nil while the lock's connection is pinned, else
+// ErrLeaseLost with why it ended.
+func (l *lock) held() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.heldLocked()
+}
+
+func (l *lock) heldLocked() error {
+	if l.conn != nil {
+		return nil
+	}
+	if l.cause == nil {
+		return locker.ErrLeaseLost
+	}
+	return fmt.Errorf("%w: %w", locker.ErrLeaseLost, l.cause)
+}
+
 // pause stops the watcher and returns the connection for one statement, or
 // ErrLeaseLost if the lock has ended.
 func (l *lock) pause() (*pgxpool.Conn, error) {
@@ -93,11 +112,8 @@ func (l *lock) pause() (*pgxpool.Conn, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.conn == nil {
-		if l.cause == nil {
-			return nil, locker.ErrLeaseLost
-		}
-		return nil, fmt.Errorf("%w: %w", locker.ErrLeaseLost, l.cause)
+	if err := l.heldLocked(); err != nil {
+		return nil, err
 	}
 	return l.conn, nil
 }
@@ -223,7 +239,21 @@ func (l *lock) Release(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+	// In the same round trip, once the row is free, the release is
+	// notified if anyone watches the table's locks.
+	batch := &pgx.Batch{}
+	batch.Queue("ROLLBACK")
+	batch.Queue(releaseNotifySQL, l.b.n.channel, payload(l.key), l.b.watcherAppName())
+	br := conn.SendBatch(ctx, batch)
+	_, err = br.Exec()
+	if err == nil {
+		if _, err := br.Exec(); err != nil {
+			// Released all the same; watchers see it at the holder's TTL.
+			l.b.log.Warn("postgres: notifying a release", "err", err)
+		}
+	}
+	_ = br.Close() // any error was the ROLLBACK's or the notification's
+	if err != nil {
 		cause := fmt.Errorf("postgres: release: %w", err)
 		l.end(cause)
 		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, cause)
@@ -231,5 +261,10 @@ func (l *lock) Release(ctx context.Context) error {
 	l.end(errReleased)
 	return nil
 }
+
+// releaseNotifySQL notifies the release of a key ($2) on channel $1, if a
+// watcher's session ($3) exists, without a WAL flush.
+const releaseNotifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2) " +
+	"FROM pg_stat_activity WHERE application_name = $3 LIMIT 1"
 
 var errReleased = errors.New("postgres: released")
