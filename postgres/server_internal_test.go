@@ -146,3 +146,26 @@ func TestAcquire_ConnectionOnAnotherServerLife_RaisesFloor(t *testing.T) {
 		t.Fatalf("token %d on a connection that met another server life, want ≥ %d (the clock before the acquisition)", l.token, before)
 	}
 }
+
+// TestAcquire_HolderSessionKeepsNoActivitySnapshot: reading
+// pg_stat_activity in the lock transaction (does anyone watch?) makes the
+// server copy every session's status, query text included, into memory
+// it keeps until the transaction ends: 450 kB at max_connections=200, for
+// as long as the lock is held, in every holder's session.
+func TestAcquire_HolderSessionKeepsNoActivitySnapshot(t *testing.T) {
+	b, _ := newTestBackend(t)
+	l := tryLock(t, b, "k")
+	conn, err := l.pause()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snapshots int
+	err = conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_backend_memory_contexts WHERE name = 'Backend Status Snapshot'").Scan(&snapshots)
+	l.resume()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snapshots != 0 {
+		t.Fatalf("the holder's session keeps %d backend status snapshots, want none", snapshots)
+	}
+}
