@@ -174,14 +174,10 @@ const (
 	// floor the token must exceed; it shows the token, the TTL and the label
 	// in the holder's application_name ($2 || token || $3), where any
 	// session can read them (holderAppName), and tells whether anyone
-	// watches the table's locks ($4, a watcher's application_name).
+	// watches the key: a watcher holds advisory lock $4 shared, so taking it
+	// exclusively (and giving it back at once) fails.
 	tokenSQL = "SELECT n, " + identSQL + ", set_config('application_name', $2 || n || $3, true), " +
-		"EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $4) FROM nextval($1::regclass) AS n"
-	// clearSnapshotSQL frees the copy of every session's status that
-	// reading pg_stat_activity made (query texts included: 450 kB at
-	// max_connections=200), which the server would otherwise keep until
-	// the lock transaction ends.
-	clearSnapshotSQL = "SELECT pg_stat_clear_snapshot()"
+		"CASE WHEN pg_try_advisory_lock($4) THEN NOT pg_advisory_unlock($4) ELSE true END FROM nextval($1::regclass) AS n"
 	// idleTimeoutSQL restarts the idle timer (any statement does) and sets
 	// it to the (possibly new) TTL.
 	idleTimeoutSQL = "SELECT set_config('idle_in_transaction_session_timeout', $1, true)"
@@ -217,8 +213,7 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 	}
 	batch.Queue(b.lockSQL(try), []byte(req.Key))
 	suffix, _ := holderAppName(req.TTL, req.Label)
-	batch.Queue(tokenSQL, b.n.sequence, appPrefix, suffix, b.watcherAppName())
-	batch.Queue(clearSnapshotSQL)
+	batch.Queue(tokenSQL, b.n.sequence, appPrefix, suffix, b.watchLock(req.Key))
 
 	// A waiting Acquire is cancelled by a cancel request, not by pgx's
 	// context handling: that closes the connection, but a backend waiting
@@ -308,9 +303,6 @@ func readAcquire(br pgx.BatchResults, label bool, checked serverIdent) (outcome,
 	var n int64
 	if err := br.QueryRow().Scan(&n, &g.ident.start, &g.ident.replayed, nil, &g.watched); err != nil {
 		return 0, g, fmt.Errorf("taking the token: %w", err)
-	}
-	if _, err := br.Exec(); err != nil {
-		return 0, g, fmt.Errorf("clearing the statistics snapshot: %w", err)
 	}
 	switch {
 	case tag.RowsAffected() == 0:

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -82,8 +83,20 @@ func parseHolderApp(s string) (holderApp, bool) {
 }
 
 // watcherAppName is the application_name of a connection that watches the
-// table's locks: a grant notifies only while one exists.
+// table's locks, for people reading pg_stat_activity.
 func (b *backend) watcherAppName() string { return appPrefix + "watch " + b.n.channel }
+
+// watchLock is the advisory lock (64-bit key) that a watch of key holds
+// shared for as long as it lasts: a grant or release finds out whether
+// anyone watches by trying it exclusively, at the cost of a lock-table
+// entry, where reading pg_stat_activity would copy every session's status.
+// A hash of the table and the key: an application's advisory locks are
+// unlikely to meet it (one that did would only cause needless notifies,
+// or wait for the watch).
+func (b *backend) watchLock(key string) int64 {
+	sum := sha256.Sum256([]byte(b.n.table + "\x00" + key))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
 
 // payload is the NOTIFY payload of key: a hash, as a key may hold a NUL
 // byte and be longer than a payload may.

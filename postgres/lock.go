@@ -243,7 +243,7 @@ func (l *lock) Release(ctx context.Context) error {
 	// notified if anyone watches the table's locks.
 	batch := &pgx.Batch{}
 	batch.Queue("ROLLBACK")
-	batch.Queue(releaseNotifySQL, l.b.n.channel, payload(l.key), l.b.watcherAppName())
+	batch.Queue(releaseNotifySQL, l.b.n.channel, payload(l.key), l.b.watchLock(l.key))
 	br := conn.SendBatch(ctx, batch)
 	_, err = br.Exec()
 	if err == nil {
@@ -263,8 +263,8 @@ func (l *lock) Release(ctx context.Context) error {
 }
 
 // releaseNotifySQL notifies the release of a key ($2) on channel $1, if a
-// watcher's session ($3) exists, without a WAL flush.
+// watch holds its advisory lock ($3; see tokenSQL), without a WAL flush.
 const releaseNotifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2) " +
-	"FROM pg_stat_activity WHERE application_name = $3 LIMIT 1"
+	"WHERE NOT pg_try_advisory_xact_lock($3)"
 
 var errReleased = errors.New("postgres: released")

@@ -55,14 +55,16 @@ func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error
 	return w.ch, nil
 }
 
-// listen names the session as a watcher's (grants notify only while one
-// exists), listens, and describes key: the state the watch starts from.
+// listen takes the key's watch lock (grants and releases notify only while
+// one is held), listens, and describes key: the state the watch starts
+// from.
 func (b *backend) listen(ctx context.Context, conn *pgx.Conn, key string) (described, error) {
 	if err := b.ensureSchema(ctx, conn); err != nil {
 		return described{}, err
 	}
 	batch := &pgx.Batch{}
 	batch.Queue("SELECT set_config('application_name', $1, false)", b.watcherAppName())
+	batch.Queue("SELECT pg_advisory_lock_shared($1)", b.watchLock(key))
 	batch.Queue("LISTEN " + pgx.Identifier{b.n.channel}.Sanitize())
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
 		return described{}, fmt.Errorf("postgres: watch: %w", err)
