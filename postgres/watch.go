@@ -167,7 +167,7 @@ func expiryBound(d described, overdue int) time.Time {
 	return time.Now().Add(left + 10*time.Millisecond<<min(overdue, 6))
 }
 
-// finish drops the watch's connection (it listens, under a watcher's name)
+// finish drops the watch's connection (it listens and holds the watch lock)
 // and gives its connection of the budget back.
 func (w *watch) finish() {
 	closeConn(w.conn)
