@@ -252,16 +252,25 @@ func millis(ttl time.Duration) string {
 }
 
 func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	if err := b.trySlot(ctx); err != nil {
+		return nil, err
+	}
+	return b.acquire(ctx, req, true)
+}
+
+// trySlot takes a connection of the budget, or fails at once with
+// ErrPoolExhausted.
+func (b *backend) trySlot(ctx context.Context) error {
 	slots, err := b.budget(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	select {
 	case slots <- struct{}{}:
+		return nil
 	default:
-		return nil, fmt.Errorf("%w (max_conns=%d)", ErrPoolExhausted, cap(slots))
+		return fmt.Errorf("%w (max_conns=%d)", ErrPoolExhausted, cap(slots))
 	}
-	return b.acquire(ctx, req, true)
 }
 
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {

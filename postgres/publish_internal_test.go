@@ -6,32 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/driver"
-	"github.com/distlock/locker/internal/testenv"
 )
 
 // TestPublish_SessionShowsAnotherToken_ErrLeaseLost: Publish is decided by
 // the server — the lock row held by the session that shows the lock's
 // token — not by the client's belief that its connection still holds it.
 func TestPublish_SessionShowsAnotherToken_ErrLeaseLost(t *testing.T) {
-	pc, err := pgxpool.ParseConfig(testenv.PostgresDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	b, err := newBackend(pool, false, config{schema: DefaultSchema, table: DefaultTable}, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	b, _ := newTestBackendN(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dl, err := b.TryAcquire(ctx, &driver.Request{Key: "k", TTL: 10 * time.Second, Value: "v1", Lost: func(error) {}})

@@ -18,11 +18,17 @@ import (
 // every acquisition meets the same connection.
 func newTestBackend(t *testing.T) (*backend, *pgxpool.Pool) {
 	t.Helper()
+	return newTestBackendN(t, 1)
+}
+
+// newTestBackendN returns a backend over a pool of conns connections.
+func newTestBackendN(t *testing.T, conns int32) (*backend, *pgxpool.Pool) {
+	t.Helper()
 	pc, err := pgxpool.ParseConfig(testenv.PostgresDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc.MaxConns = 1
+	pc.MaxConns = conns
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		t.Fatal(err)

@@ -18,14 +18,8 @@ import (
 // the holder has left (Inspect's TTL, or its whole TTL where the holder's
 // idle time is hidden from this role) and looks again when it fires.
 func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
-	slots, err := b.budget(ctx)
-	if err != nil {
+	if err := b.trySlot(ctx); err != nil {
 		return nil, err
-	}
-	select {
-	case slots <- struct{}{}:
-	default:
-		return nil, fmt.Errorf("%w (max_conns=%d)", ErrPoolExhausted, cap(slots))
 	}
 	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
