@@ -222,3 +222,45 @@ func TestWatch_TakesAConnectionOfTheBudget(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestWatch_HolderSessionTerminated_SeenWhenItsTimeIsUp: a lock whose
+// session the server ends is freed at once, and notified by nobody; the
+// watch sees it free when the holder's time left has run out, not later.
+func TestWatch_HolderSessionTerminated_SeenWhenItsTimeIsUp(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	admin := adminConn(t, dsn)
+	holder, watcher := newLocker(t, dsn), newLocker(t, dsn)
+	k := randomKey("terminated")
+	const ttl = 2 * time.Second
+	if _, err := holder.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(ttl), locker.WithOwner("terminated")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	states := make(chan locker.LockInfo, 16)
+	go func() {
+		defer close(states)
+		for info, err := range locker.Watch(ctx, watcher, k) {
+			if err != nil {
+				return
+			}
+			states <- info
+		}
+	}()
+	if info := <-states; !info.Held {
+		t.Fatalf("Watch began with %+v, want held", info)
+	}
+	var ok bool
+	if err := admin.QueryRow(ctxT(t, 10*time.Second), "SELECT pg_terminate_backend($1)", holderPID(t, admin, "terminated")).Scan(&ok); err != nil || !ok {
+		t.Fatalf("pg_terminate_backend = %v, %v", ok, err)
+	}
+	// The bound: the TTL, and the watch's own margin with room for load.
+	select {
+	case info, open := <-states:
+		if !open || info.Held {
+			t.Fatalf("Watch showed %+v (open %v) after the holder's session ended, want free", info, open)
+		}
+	case <-time.After(ttl + 5*time.Second):
+		t.Fatalf("Watch did not show the key free within %v of the holder's session ending", ttl+5*time.Second)
+	}
+}
