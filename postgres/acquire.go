@@ -278,7 +278,7 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 type grant struct {
 	token   uint64
 	ident   serverIdent // the server's identity
-	watched bool        // someone watches the table's locks
+	watched bool        // someone watches the key
 }
 
 // readAcquire reads the results of an acquisition batch. checked is the

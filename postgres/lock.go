@@ -240,7 +240,7 @@ func (l *lock) Release(ctx context.Context) error {
 		return err
 	}
 	// In the same round trip, once the row is free, the release is
-	// notified if anyone watches the table's locks.
+	// notified if anyone watches the key.
 	batch := &pgx.Batch{}
 	batch.Queue("ROLLBACK")
 	batch.Queue(releaseNotifySQL, l.b.n.channel, payload(l.key), l.b.watchLock(l.key))
