@@ -25,6 +25,7 @@ type client struct {
 	rounder driver.TTLRounder
 	permits bool             // the backend implements driver.Permits
 	pub     driver.Publisher // the backend as a Publisher, or nil
+	minHold bool             // the backend implements driver.MinHolds
 	log     *slog.Logger
 	tel     *telemetry
 
@@ -54,6 +55,7 @@ func New(b driver.Backend, opts ...Option) (Locker, error) {
 	c.rounder, _ = b.(driver.TTLRounder)
 	_, c.permits = b.(driver.Permits)
 	c.pub, _ = b.(driver.Publisher)
+	_, c.minHold = b.(driver.MinHolds)
 	c.log = o.logger
 	if c.log == nil {
 		c.log = discard
@@ -141,6 +143,9 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 	if o.limit > 1 && !c.permits {
 		return nil, &opError{c.name, op, key, fmt.Errorf("%w: a limit of %d holders (WithLimit)", ErrUnsupported, o.limit)}
 	}
+	if o.minHold > 0 && !c.minHold {
+		return nil, &opError{c.name, op, key, fmt.Errorf("%w: a minimum hold (WithMinHold)", ErrUnsupported)}
+	}
 	if o.value != "" && c.pub == nil {
 		return nil, &opError{c.name, op, key, fmt.Errorf("%w: a published value (WithValue)", ErrUnsupported)}
 	}
@@ -161,7 +166,7 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 	stored := storedKey(o.namespace, key)
 	for attempt := 1; ; attempt++ {
 		l := &lease{c: c, key: key, ttl: ttl, autoRefresh: o.autoRefresh, done: make(chan struct{})}
-		req := &driver.Request{Key: stored, Owner: driver.NewOwnerID(), Label: o.owner, Value: o.value, TTL: ttl, Limit: o.limit, Lost: l.lost}
+		req := &driver.Request{Key: stored, Owner: driver.NewOwnerID(), Label: o.owner, Value: o.value, TTL: ttl, MinHold: o.minHold, Limit: o.limit, Lost: l.lost}
 		dl, err := do(actx, req)
 		if err != nil {
 			if errors.Is(context.Cause(actx), ErrClosed) && ctx.Err() == nil {

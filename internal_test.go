@@ -210,13 +210,39 @@ func TestClose_CancelsInFlightAcquire(t *testing.T) {
 func TestOptions_Invalid(t *testing.T) {
 	b := &stub{}
 	for name, opt := range map[string]Option{
-		"zero TTL":       WithTTL(0),
-		"long owner":     WithOwner(strings.Repeat("o", MaxKeyLen+1)),
-		"NUL namespace":  WithNamespace("a\x00"),
-		"long namespace": WithNamespace(strings.Repeat("n", MaxKeyLen+1)),
+		"zero TTL":        WithTTL(0),
+		"long owner":      WithOwner(strings.Repeat("o", MaxKeyLen+1)),
+		"NUL namespace":   WithNamespace("a\x00"),
+		"long namespace":  WithNamespace(strings.Repeat("n", MaxKeyLen+1)),
+		"negative hold":   WithMinHold(-time.Second),
+		"long value":      WithValue(strings.Repeat("v", MaxValue+1)),
+		"non-UTF-8 value": WithValue("\xff"),
 	} {
 		if _, err := New(b, opt); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("New(%s) = %v, want ErrInvalidOption", name, err)
+		}
+	}
+}
+
+// A backend without an ability refuses it per acquisition, before any
+// request reaches it.
+func TestAbilities_UnsupportedRefused(t *testing.T) {
+	b := &stub{acquire: func(context.Context, *driver.Request) (driver.Lock, error) {
+		t.Fatal("the backend was asked for an ability it lacks")
+		return nil, nil
+	}}
+	l, err := New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for name, opt := range map[string]Option{
+		"WithLimit(2)":    WithLimit(2),
+		"WithValue(v)":    WithValue("v"),
+		"WithMinHold(1s)": WithMinHold(time.Second),
+	} {
+		if _, err := l.TryAcquire(context.Background(), "k", opt); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("TryAcquire with %s on a backend without it = %v, want ErrUnsupported", name, err)
 		}
 	}
 }

@@ -31,6 +31,7 @@ type options struct {
 	autoRefresh bool
 	owner       string
 	value       string // published with the lease (WithValue)
+	minHold     time.Duration
 	namespace   string
 	logger      *slog.Logger
 	backend     []backendSetting // backend options, for the backend's constructor
@@ -143,6 +144,25 @@ func WithLimit(n int) Option {
 			return
 		}
 		o.limit = n
+	}
+}
+
+// WithMinHold keeps the lock held on the server for at least d after it was
+// granted: a Release before then ends the lease but not the lock, which the
+// server frees once d has passed since the grant, without this client
+// having to stay alive; a holder that crashes leaves it held until the later
+// of d and its TTL's end. A job scheduled on every replica then runs at most
+// once per d (TryAcquire, run, Release), and N permits with a minimum hold of
+// 1/r cap a resource at N·r starts a second. 0 (the default) is none. A
+// backend that cannot keep a lock past its holder refuses it with
+// ErrUnsupported (README.md says which can).
+func WithMinHold(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 {
+			o.invalid("minimum hold %v is negative", d)
+			return
+		}
+		o.minHold = d
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/memory"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // BenchmarkMemoryUncontended is one uncontended TryAcquire+Release on the
@@ -33,4 +35,11 @@ func benchmarkMemoryUncontended(b *testing.B, opts ...locker.Option) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkMemoryUncontendedNoop is BenchmarkMemoryUncontended with the
+// OpenTelemetry API's no-op providers given explicitly.
+func BenchmarkMemoryUncontendedNoop(b *testing.B) {
+	benchmarkMemoryUncontended(b, locker.WithMeterProvider(metricnoop.NewMeterProvider()),
+		locker.WithTracerProvider(tracenoop.NewTracerProvider()))
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // instrumentation is the OpenTelemetry scope name of this package.
@@ -99,6 +100,7 @@ var spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)
 type telemetry struct {
 	tracer  trace.Tracer // WithTracerProvider's tracer
 	ownTP   bool         // the tracer provider was given (WithTracerProvider)
+	noSpans bool         // the given provider is the API's no-op one
 	keyAttr bool
 	backend attribute.KeyValue
 
@@ -138,6 +140,9 @@ func newTelemetry(backend string, o *options) (*telemetry, error) {
 	m := mp.Meter(instrumentation)
 	t := &telemetry{tracer: tp.Tracer(instrumentation), ownTP: o.tracerProvider != nil,
 		keyAttr: o.keyAttr, backend: attrBackend.String(backend)}
+	// A no-op span still costs a context allocation per call: with the
+	// API's no-op provider given, start none.
+	_, t.noSpans = o.tracerProvider.(tracenoop.TracerProvider)
 	var errs []error
 	hist := func(name, desc string) metric.Float64Histogram {
 		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc))
@@ -204,6 +209,9 @@ func (t *telemetry) withRecord(set attrSet, key string) []metric.RecordOption {
 // tracing is set up.
 func (t *telemetry) start(ctx context.Context, name, key string) (context.Context, trace.Span) {
 	tracer := t.tracer
+	if t.noSpans {
+		return ctx, nil
+	}
 	if !t.ownTP {
 		// Follow the global provider as it is now: an application may
 		// install or replace its SDK after making the Locker.

@@ -14,7 +14,8 @@ var errWatchBroke = errors.New("the backend ended the watch")
 
 // Watch follows the lock of key in l's key space: it yields the key's state
 // at once, then again after each change — granted, released, expired,
-// handed over, or its value published — through the backend's own
+// handed over, or its value published (not waiters coming and going: the
+// Waiters of a state yielded may be stale) — through the backend's own
 // notification, never by polling. Changes that come faster than the loop
 // body takes them are coalesced: the next state yielded is the newest. The
 // sequence ends when ctx ends (yielding ctx's error) or when the backend
@@ -46,7 +47,9 @@ func Watch(ctx context.Context, l Locker, key string) iter.Seq2[LockInfo, error]
 		// fail ends the sequence with err, or with why the watch's context
 		// ended: the caller's context or the Locker's Close.
 		fail := func(err error) {
-			if ctx.Err() != nil {
+			// Close cancels c.ctx before it closes the backend, whose
+			// watches then end: a watch ended by Close reports ErrClosed.
+			if ctx.Err() != nil || c.ctx.Err() != nil {
 				if err = caller.Err(); err == nil {
 					err = ErrClosed
 				}
@@ -94,8 +97,9 @@ func Watch(ctx context.Context, l Locker, key string) iter.Seq2[LockInfo, error]
 	}
 }
 
-// sameState reports whether two states of one key show the same holder,
-// value and queue (the time left always differs).
+// sameState reports whether two states of one key show the same holder and
+// value. The time left always differs, and the queue is not compared:
+// backends signal grants, releases and values, not waiters coming and going.
 func sameState(a, b LockInfo) bool {
-	return a.Held == b.Held && a.Token == b.Token && a.Owner == b.Owner && a.Value == b.Value && a.Waiters == b.Waiters
+	return a.Held == b.Held && a.Token == b.Token && a.Owner == b.Owner && a.Value == b.Value
 }

@@ -19,6 +19,18 @@ func init() {
 	addWhen("Permits_AtMostNHolders_UniqueTokens", "permits", permitting, testPermitsContention)
 	addWhen("Permits_NPlusOneth_WaitsForAFreedPermit", "permits", permitting, testPermitsHandoff)
 	addWhen("Permits_LimitMismatch_ErrInvalidOption", "permits", permitting, testPermitsMismatch)
+	addWhen("Permits_CancelledWaiter_LeavesNothing", "permits", permitting, testPermitsCancel)
+	addWhen("Permits_CrashedHolder_PermitReturns", "permits and Crasher", func(s *suite) bool {
+		_, ok := s.h.(Crasher)
+		return s.permits && ok
+	}, testPermitsCrash)
+	addWhen("Permits_FIFO_WaitersServedInArrivalOrder", "permits and a FIFO promise", func(s *suite) bool {
+		f, ok := s.h.(FIFOHarness)
+		return s.permits && ok && f.FIFO()
+	}, testPermitsFIFO)
+	addWhen("Permits_MinHold_EarlyReleaseStillCounts", "permits and minimum holds", func(s *suite) bool {
+		return s.permits && s.minHolds
+	}, testPermitsMinHold)
 }
 
 const permitsN = 3
@@ -132,4 +144,138 @@ func testPermitsMismatch(t *testing.T, s *suite) {
 		}
 	}
 	s.release(t, lease)
+}
+
+// fillPermits takes every permit of k with l.
+func (s *suite) fillPermits(t *testing.T, l locker.Locker, k string) []locker.Lease {
+	t.Helper()
+	held := make([]locker.Lease, 0, permitsN)
+	for range permitsN {
+		held = append(held, s.tryAcquire(t, l, k, locker.WithLimit(permitsN)))
+	}
+	return held
+}
+
+// testPermitsCancel: a waiter that gives up leaves no trace: once the
+// permits are released, every one of them is free for newcomers at once,
+// and inspection (where the backend has it) shows no waiter.
+func testPermitsCancel(t *testing.T, s *suite) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "sem")
+	held := s.fillPermits(t, a, k)
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl/2)
+	defer cancel()
+	if lease, err := b.Acquire(ctx, k, locker.WithLimit(permitsN)); !errors.Is(err, context.DeadlineExceeded) {
+		if lease != nil {
+			_ = lease.Release(context.Background())
+		}
+		t.Fatalf("Acquire with every permit held, given up after %v = %v, want context.DeadlineExceeded", s.ttl/2, err)
+	}
+	for _, h := range held {
+		s.release(t, h)
+	}
+	if s.inspects {
+		info := s.inspectUntil(t, b, k, s.opTimeout(), func(i locker.LockInfo) bool { return i.Waiters <= 0 })
+		if info.Waiters > 0 {
+			t.Fatalf("Inspect after a cancelled wait: %d waiters, want none", info.Waiters)
+		}
+	}
+	for _, h := range s.fillPermits(t, b, k) {
+		s.release(t, h)
+	}
+}
+
+// testPermitsCrash: the permit of a holder whose client died returns within
+// the TTL and the backend's slack, to a waiter, while the other permits stay
+// held.
+func testPermitsCrash(t *testing.T, s *suite) {
+	a, b, c := s.locker(t), s.locker(t), s.locker(t)
+	k := key(t, "sem")
+	s.tryAcquire(t, a, k, locker.WithLimit(permitsN), locker.WithTTL(s.ttl))
+	var others []locker.Lease
+	for range permitsN - 1 {
+		others = append(others, s.tryAcquire(t, b, k, locker.WithLimit(permitsN)))
+	}
+	s.h.(Crasher).Crash(t, a)
+	lease, err := c.Acquire(s.ctx(t, s.ttl+s.slack), k, locker.WithLimit(permitsN), locker.WithTTL(s.ttl))
+	if err != nil {
+		t.Fatalf("Acquire after a permit's holder crashed: %v (want the permit within TTL %v + slack %v)", err, s.ttl, s.slack)
+	}
+	s.release(t, lease)
+	for _, o := range others {
+		s.release(t, o)
+	}
+}
+
+// testPermitsFIFO: waiters queued one after another get the freed permits
+// in that order.
+func testPermitsFIFO(t *testing.T, s *suite) {
+	const waiters = 5
+	k := key(t, "sem")
+	held := s.fillPermits(t, s.locker(t), k)
+	lockers := make([]locker.Locker, waiters)
+	for i := range lockers {
+		lockers[i] = s.locker(t)
+		s.release(t, s.tryAcquire(t, lockers[i], key(t, "warm-up")))
+	}
+	granted := make(chan int, waiters)
+	var wg sync.WaitGroup
+	for i, l := range lockers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Acquire(s.ctx(t, s.opTimeout()), k, locker.WithLimit(permitsN))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			granted <- i
+			// Keep the permit: the next waiter gets the next freed one.
+			t.Cleanup(func() { _ = lease.Release(context.Background()) })
+		}()
+		time.Sleep(fifoGap) // arrival order is what the test controls
+	}
+	for i := range waiters {
+		if i < len(held) {
+			s.release(t, held[i])
+		}
+		if i >= permitsN {
+			break // no more permits to free: the rest keep waiting
+		}
+		select {
+		case w := <-granted:
+			if w != i {
+				t.Fatalf("freed permit %d went to waiter %d, want waiter %d (arrival order)", i, w, i)
+			}
+		case <-time.After(s.opTimeout()):
+			t.Fatalf("freed permit %d went to no waiter within %v", i, s.opTimeout())
+		}
+	}
+	for _, l := range lockers {
+		_ = l.Close() // ends the waiters still queued
+	}
+	wg.Wait()
+}
+
+// testPermitsMinHold: a permit released inside its minimum hold still
+// counts against the limit until the hold has passed.
+func testPermitsMinHold(t *testing.T, s *suite) {
+	a, b := s.locker(t), s.locker(t)
+	k := key(t, "sem")
+	d := s.minHold()
+	s.release(t, s.tryAcquire(t, a, k, locker.WithLimit(2), locker.WithMinHold(d)))
+	other := s.tryAcquire(t, b, k, locker.WithLimit(2))
+	if lease, err := b.TryAcquire(s.ctx(t, s.opTimeout()), k, locker.WithLimit(2)); !errors.Is(err, locker.ErrLocked) {
+		if lease != nil {
+			_ = lease.Release(context.Background())
+		}
+		t.Fatalf("TryAcquire with one permit held and one released inside its minimum hold = %v, want ErrLocked", err)
+	}
+	// Once the hold has passed, the permit is free again.
+	lease, err := b.Acquire(s.ctx(t, d+s.slack+s.opTimeout()), k, locker.WithLimit(2))
+	if err != nil {
+		t.Fatalf("Acquire of the permit after its minimum hold: %v", err)
+	}
+	s.release(t, lease)
+	s.release(t, other)
 }

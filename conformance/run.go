@@ -36,6 +36,11 @@ func Run(t *testing.T, h Harness) {
 	if err == nil {
 		_ = probe.Release(ctx)
 	}
+	probe, err = l.TryAcquire(ctx, "conformance/probe-min-hold", locker.WithMinHold(time.Millisecond))
+	s.minHolds = !errors.Is(err, locker.ErrUnsupported)
+	if err == nil {
+		_ = probe.Release(ctx)
+	}
 	probe, err = l.TryAcquire(ctx, "conformance/probe-value", locker.WithValue("probe"))
 	s.publishes = !errors.Is(err, locker.ErrUnsupported)
 	if err == nil {
@@ -92,6 +97,7 @@ type suite struct {
 	permits   bool // the backend implements driver.Permits
 	watches   bool // the backend implements driver.Watcher
 	publishes bool // the backend implements driver.Publisher
+	minHolds  bool // the backend implements driver.MinHolds
 }
 
 // opTimeout bounds any single call the suite expects to succeed.

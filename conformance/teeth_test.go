@@ -37,6 +37,10 @@ func TestTeeth(t *testing.T) {
 			"MutualExclusion_ManyClients_CounterExactTokensIncrease",
 			"Crash_HolderDies_OtherAcquiresWithinTTL",
 			"PausedHolder_LosesLease_StaleReleaseAndWriteRefused",
+			"Election_OneLeaderAtATime_FencedTermsIncrease",
+			"Election_Resign_HandsOverToWaitingCandidate",
+			"Election_LeaderLost_SuccessorLeads_StaleWriteRefused",
+			"Election_LeaderCrashes_ReplacedWithinTTL",
 		},
 		flawUnconditionalRelease: {
 			"PausedHolder_LosesLease_StaleReleaseAndWriteRefused",
@@ -44,6 +48,7 @@ func TestTeeth(t *testing.T) {
 		flawNeverExpire: {
 			"Crash_HolderDies_OtherAcquiresWithinTTL",
 			"PausedHolder_LosesLease_StaleReleaseAndWriteRefused",
+			"Election_LeaderCrashes_ReplacedWithinTTL",
 		},
 	}
 	failLine := regexp.MustCompile(`(?m)^\s*--- FAIL: TestToyChild/(\S+)`)

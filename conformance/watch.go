@@ -47,24 +47,25 @@ func testPublish(t *testing.T, s *suite) {
 }
 
 // watcher collects what locker.Watch yields on a goroutine that ends with
-// the subtest.
+// the subtest; err is what ended the sequence, once ended is closed.
 type watcher struct {
 	states chan locker.LockInfo
-	ended  chan error
+	ended  chan struct{}
+	err    error
 }
 
 func (s *suite) watch(t *testing.T, l locker.Locker, k string) (*watcher, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watcher{states: make(chan locker.LockInfo, 64), ended: make(chan error, 1)}
+	w := &watcher{states: make(chan locker.LockInfo, 64), ended: make(chan struct{})}
 	go func() {
+		defer close(w.ended)
 		for info, err := range locker.Watch(ctx, l, k) {
 			if err != nil {
-				w.ended <- err
+				w.err = err
 				return
 			}
 			w.states <- info
 		}
-		w.ended <- nil
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -84,11 +85,23 @@ func (w *watcher) next(t *testing.T, d time.Duration, what string, ok func(locke
 			if ok(info) {
 				return info
 			}
-		case err := <-w.ended:
-			t.Fatalf("Watch ended (%v) before it showed %s", err, what)
+		case <-w.ended:
+			t.Fatalf("Watch ended (%v) before it showed %s", w.err, what)
 		case <-deadline:
 			t.Fatalf("Watch did not show %s within %v", what, d)
 		}
+	}
+}
+
+// end waits up to d for the watch to end and returns what ended it.
+func (w *watcher) end(t *testing.T, d time.Duration, after string) error {
+	t.Helper()
+	select {
+	case <-w.ended:
+		return w.err
+	case <-time.After(d):
+		t.Fatalf("Watch went on %v after %s", d, after)
+		return nil
 	}
 }
 
@@ -144,14 +157,8 @@ func testWatchEnds(t *testing.T, s *suite) {
 	w, cancel := s.watch(t, a, key(t, "k"))
 	w.next(t, s.opTimeout(), "the free key", func(i locker.LockInfo) bool { return !i.Held })
 	cancel()
-	select {
-	case err := <-w.ended:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Watch ended with %v after its context was cancelled, want context.Canceled", err)
-		}
-		w.ended <- err // for the cleanup
-	case <-time.After(s.opTimeout()):
-		t.Fatal("Watch went on after its context was cancelled")
+	if err := w.end(t, s.opTimeout(), "its context was cancelled"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch ended with %v after its context was cancelled, want context.Canceled", err)
 	}
 
 	l, err := s.h.NewLocker(s.ctx(t, s.opTimeout()), t)
@@ -163,13 +170,7 @@ func testWatchEnds(t *testing.T, s *suite) {
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	select {
-	case err := <-w.ended:
-		if !errors.Is(err, locker.ErrClosed) {
-			t.Fatalf("Watch ended with %v after its Locker closed, want ErrClosed", err)
-		}
-		w.ended <- err
-	case <-time.After(s.opTimeout()):
-		t.Fatal("Watch went on after its Locker closed")
+	if err := w.end(t, s.opTimeout(), "its Locker closed"); !errors.Is(err, locker.ErrClosed) {
+		t.Fatalf("Watch ended with %v after its Locker closed, want ErrClosed", err)
 	}
 }

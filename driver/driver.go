@@ -86,6 +86,14 @@ type Request struct {
 	// limit is refused with an error wrapping locker.ErrInvalidOption.
 	Limit int
 
+	// MinHold, when positive, is how long after the grant the lock stays
+	// held on the server at least: a Release before then ends the holder's
+	// lease but leaves the lock held until MinHold has passed since the
+	// grant, without the client having to stay alive; a holder that crashes
+	// leaves it held until the later of that and its TTL's end. Non-zero
+	// only for a Backend that implements MinHolds.
+	MinHold time.Duration
+
 	// Lost, when the backend learns that a granted lock has ended on the
 	// server (session expired, lease revoked, connection lost with the lock
 	// bound to it), is called with the cause. It may be called from any
@@ -211,6 +219,11 @@ type Inspector interface {
 	// bounded by limit; the order of locks is the engine's.
 	List(ctx context.Context, prefix, cursor string, limit int) (locks []LockInfo, next string, err error)
 }
+
+// MinHolds is an optional interface of a Backend that honours
+// Request.MinHold; its method is a marker. If a Backend does not implement
+// it, the portable layer refuses a minimum hold with locker.ErrUnsupported.
+type MinHolds interface{ MinHolds() }
 
 // Publisher is an optional interface of a Backend whose locks carry a value
 // the holder can replace while it holds the lock (package election

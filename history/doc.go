@@ -58,6 +58,13 @@
 // Options.CheckTimeout is reported as unknown, which fails Check: it is never
 // a pass.
 //
+// With Options.Limit above 1 every key is an N-permit lock and the model is
+// N permits: up to Limit holders at once, each with the rules above, each
+// token larger than every token granted before across all permits, ErrLocked
+// only with every permit held (or an acquisition of unknown outcome), and
+// each holder's expiry its own nondeterministic step. Holders make no
+// writes then: a fence that keeps the largest token admits one holder.
+//
 // # The other checks
 //
 // Besides linearizability, which reasons about what could have happened, a

@@ -222,7 +222,7 @@ func operations(ops []Op) []porcupine.Operation {
 }
 
 // checkKey checks one key's history for linearizability.
-func checkKey(ops []Op, timeout time.Duration) porcupine.CheckResult {
-	res, _ := porcupine.CheckOperationsVerbose(model, operations(ops), timeout)
+func checkKey(m porcupine.Model, ops []Op, timeout time.Duration) porcupine.CheckResult {
+	res, _ := porcupine.CheckOperationsVerbose(m, operations(ops), timeout)
 	return res
 }

@@ -102,7 +102,7 @@ func TestModel(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := checkKey(c.ops, 5*time.Second); got != c.want {
+			if got := checkKey(model, c.ops, 5*time.Second); got != c.want {
 				t.Errorf("check = %s, want %s\n%s", got, c.want, FormatOps(c.ops))
 			}
 		})
@@ -128,14 +128,14 @@ func TestShrink_KeepsTheTwoHolders(t *testing.T) {
 		o(1, TryAcquire, OK, 12, at+5, at+6, at+105),
 		o(1, Release, OK, 12, at+7, at+8, 0))
 	sortOps(ops)
-	if got := checkKey(ops, 5*time.Second); got != porcupine.Illegal {
+	if got := checkKey(model, ops, 5*time.Second); got != porcupine.Illegal {
 		t.Fatalf("check = %s, want Illegal", got)
 	}
-	small := shrink(ops, time.Second, 10*time.Second)
+	small := shrink(model, ops, time.Second, 10*time.Second)
 	if len(small) > 3 {
 		t.Errorf("shrunk to %d operations, want at most 3:\n%s", len(small), FormatOps(small))
 	}
-	if got := checkKey(small, 5*time.Second); got != porcupine.Illegal {
+	if got := checkKey(model, small, 5*time.Second); got != porcupine.Illegal {
 		t.Errorf("shrunk history is %s, want Illegal:\n%s", got, FormatOps(small))
 	}
 }

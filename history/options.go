@@ -67,6 +67,11 @@ type Options struct {
 	// CheckTimeout bounds the linearizability check of each key's history.
 	// A check that runs out of it counts as unknown, never as passed.
 	CheckTimeout time.Duration
+	// Limit, above 1, makes every key an N-permit lock (locker.WithLimit):
+	// the model then allows up to Limit holders at once (at most MaxLimit),
+	// and holders make no writes (a fence that keeps the largest token
+	// does not fit concurrent holders). Default 1, a lock.
+	Limit int
 	// LockerOptions are given to every acquisition (WithTTL is added, and
 	// automatic refresh is off unless they turn it on: clients refresh as
 	// operations of the history).
@@ -80,6 +85,7 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	def(&o.Clients, DefaultClients)
+	def(&o.Limit, 1)
 	def(&o.Keys, DefaultKeys)
 	def(&o.Ops, DefaultOps)
 	if o.Duration == 0 {
@@ -106,6 +112,8 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Clients < 1, o.Keys < 1, o.Ops < 1:
 		return o, fmt.Errorf("history: Clients, Keys and Ops must be positive (got %d, %d, %d)", o.Clients, o.Keys, o.Ops)
+	case o.Limit < 1 || o.Limit > MaxLimit:
+		return o, fmt.Errorf("history: Limit must be 1 to %d (got %d)", MaxLimit, o.Limit)
 	case o.Duration < 0, o.TTL < locker.MinTTL, o.OpTimeout < 0, o.CheckTimeout < 0:
 		return o, fmt.Errorf("history: Duration, OpTimeout and CheckTimeout must be positive and TTL at least %v", locker.MinTTL)
 	}

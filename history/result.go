@@ -105,6 +105,17 @@ type Result struct {
 	NemesisErr error
 	// Ops is the whole history, in call order.
 	Ops []Op
+
+	limit int // Options.Limit: the model the history is checked against
+}
+
+// model is the model r's history is checked against: the fenced mutex, or
+// N permits.
+func (r *Result) model() porcupine.Model {
+	if r.limit > 1 {
+		return permitsModel(r.limit)
+	}
+	return model
 }
 
 // OK reports whether every check passed: no violation, no unknown check,
@@ -144,7 +155,7 @@ func (r *Result) WriteVisualization(dir string, timeout time.Duration) (string, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	res, info := porcupine.CheckOperationsVerbose(model, operations(r.Ops), timeout)
+	res, info := porcupine.CheckOperationsVerbose(r.model(), operations(r.Ops), timeout)
 	var notes []porcupine.Annotation
 	for _, w := range r.Windows {
 		a := porcupine.Annotation{Start: int64(w.Start), End: int64(w.End), Description: w.Name,
@@ -160,7 +171,7 @@ func (r *Result) WriteVisualization(dir string, timeout time.Duration) (string, 
 	}
 	info.AddAnnotations(notes)
 	path := filepath.Join(dir, fmt.Sprintf("history-%d-%s-%s.html", r.Seed, strings.ToLower(string(res)), time.Now().Format("20060102T150405.000")))
-	if err := porcupine.VisualizePath(model, info, path); err != nil {
+	if err := porcupine.VisualizePath(r.model(), info, path); err != nil {
 		return "", err
 	}
 	return path, nil

@@ -52,7 +52,11 @@ func Run(ctx context.Context, newLocker NewLocker, opts Options) (*Result, error
 	// Refreshes are operations of the history, made by the clients
 	// themselves: a lease that refreshed itself in the background would
 	// never run out during a pause.
-	r.lockOpts = append([]locker.Option{locker.WithAutoRefresh(false)}, o.LockerOptions...)
+	r.lockOpts = []locker.Option{locker.WithAutoRefresh(false)}
+	if o.Limit > 1 {
+		r.lockOpts = append(r.lockOpts, locker.WithLimit(o.Limit))
+	}
+	r.lockOpts = append(r.lockOpts, o.LockerOptions...)
 	r.lockOpts = append(r.lockOpts, locker.WithTTL(o.TTL))
 	r.start = time.Now()
 	r.faults = &Faults{start: r.start}
@@ -229,10 +233,12 @@ func (r *runner) hold(ctx context.Context, id int, h *held, rng *mrand.Rand) int
 		if h.lease.Err() != nil {
 			break
 		}
-		ok, m := r.write(ctx, id, h, rng)
-		n += m
-		if !ok {
-			break
+		if r.o.Limit == 1 {
+			ok, m := r.write(ctx, id, h, rng)
+			n += m
+			if !ok {
+				break
+			}
 		}
 		sleep(ctx, jitter(rng, r.o.TTL/5))
 		if rng.IntN(2) == 0 || time.Since(h.refreshed) > r.o.TTL/3 {
@@ -247,8 +253,10 @@ func (r *runner) hold(ctx context.Context, id int, h *held, rng *mrand.Rand) int
 		end := r.faults.begin("pause", id)
 		sleep(ctx, r.o.TTL+jitter(rng, r.o.TTL/2))
 		end()
-		_, m := r.write(ctx, id, h, rng)
-		n += m
+		if r.o.Limit == 1 {
+			_, m := r.write(ctx, id, h, rng)
+			n += m
+		}
 	}
 	r.release(ctx, id, h)
 	return n + 1
@@ -400,7 +408,7 @@ func (r *runner) livenessClient(ctx context.Context, newLocker NewLocker) (locke
 func (r *runner) check() *Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := &Result{Seed: r.o.Seed, Duration: r.now(), Keys: r.keys, Ops: r.ops, Windows: r.faults.windows()}
+	res := &Result{Seed: r.o.Seed, Duration: r.now(), Keys: r.keys, Ops: r.ops, Windows: r.faults.windows(), limit: r.o.Limit}
 	sortOps(res.Ops)
 	c := &res.Counts
 	c.Runs = 1
@@ -426,7 +434,7 @@ func (r *runner) check() *Result {
 			continue
 		}
 		c.Histories++
-		lin, v := checkLinearizable(k, parts[k], r.o.CheckTimeout, 2*r.o.CheckTimeout)
+		lin, v := checkLinearizable(res.model(), k, parts[k], r.o.CheckTimeout, 2*r.o.CheckTimeout)
 		if lin == porcupine.Unknown {
 			res.UnknownKeys = append(res.UnknownKeys, k)
 		}

@@ -221,6 +221,10 @@ func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error
 // Permits implements driver.Permits: a key admits Request.Limit holders.
 func (b *backend) Permits() {}
 
+// MinHolds implements driver.MinHolds: a lock lives at least
+// Request.MinHold on the store.
+func (b *backend) MinHolds() {}
+
 type lock struct {
 	b   *backend
 	key string

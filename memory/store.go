@@ -41,8 +41,14 @@ type holding struct {
 	token   uint64
 	start   time.Time
 	expires time.Time
-	timer   *time.Timer
-	lost    func(error)
+	// minUntil is the end of the minimum hold (start + Request.MinHold):
+	// the store keeps the lock at least until then.
+	minUntil time.Time
+	// released is set by a Release before minUntil: the holder gave the
+	// lock up, and the store frees it at minUntil.
+	released bool
+	timer    *time.Timer
+	lost     func(error)
 }
 
 type waiter struct {
@@ -80,8 +86,10 @@ func (ks *keyState) free() bool { return len(ks.holders) < ks.limit && len(ks.wa
 // grantLocked makes req a holder of key; s.mu is held.
 func (s *Store) grantLocked(key string, ks *keyState, req *driver.Request, now time.Time) *holding {
 	s.fence[key]++
-	h := &holding{owner: req.Owner, label: req.Label, value: req.Value, token: s.fence[key], start: now, expires: now.Add(req.TTL), lost: req.Lost}
-	h.timer = time.AfterFunc(req.TTL, func() { s.expire(key, h) })
+	h := &holding{owner: req.Owner, label: req.Label, value: req.Value, token: s.fence[key], start: now,
+		minUntil: now.Add(req.MinHold), lost: req.Lost}
+	h.expires = later(now.Add(req.TTL), h.minUntil)
+	h.timer = time.AfterFunc(h.expires.Sub(now), func() { s.expire(key, h) })
 	ks.holders = append(ks.holders, h)
 	s.notifyLocked(key)
 	return h
@@ -105,6 +113,13 @@ func (s *Store) freeLocked(key string, ks *keyState, h *holding) {
 	close(w.ready)
 }
 
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 func (s *Store) expire(key string, h *holding) {
 	s.mu.Lock()
 	ks := s.keys[key]
@@ -115,7 +130,7 @@ func (s *Store) expire(key string, h *holding) {
 	}
 	s.freeLocked(key, ks, h)
 	s.mu.Unlock()
-	if h.lost != nil {
+	if h.lost != nil && !h.released {
 		h.lost(errExpired)
 	}
 }
@@ -175,18 +190,19 @@ func (s *Store) cancel(key string, w *waiter) {
 func (s *Store) refresh(key string, h *holding, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.keys[key].holds(h) {
+	if !s.keys[key].holds(h) || h.released {
 		return locker.ErrLeaseLost
 	}
-	h.expires = time.Now().Add(ttl)
-	h.timer.Reset(ttl)
+	now := time.Now()
+	h.expires = later(now.Add(ttl), h.minUntil)
+	h.timer.Reset(h.expires.Sub(now))
 	return nil
 }
 
 func (s *Store) publish(key string, h *holding, value string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.keys[key].holds(h) {
+	if !s.keys[key].holds(h) || h.released {
 		return locker.ErrLeaseLost
 	}
 	h.value = value
@@ -231,8 +247,15 @@ func (s *Store) release(key string, h *holding) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ks := s.keys[key]
-	if !ks.holds(h) {
+	if !ks.holds(h) || h.released {
 		return locker.ErrLeaseLost
+	}
+	if now := time.Now(); now.Before(h.minUntil) {
+		// Given up before its minimum hold: the lock stays until then.
+		h.released = true
+		h.expires = h.minUntil
+		h.timer.Reset(h.minUntil.Sub(now))
+		return nil
 	}
 	s.freeLocked(key, ks, h)
 	return nil

@@ -104,7 +104,7 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 	}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		out, token, ident, err := b.attempt(ctx, conn.Conn(), req, try, st)
+		out, g, err := b.attempt(ctx, conn.Conn(), req, try, st)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +120,11 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 					return nil, fmt.Errorf("restarting the idle timer after the wait: %w", err)
 				}
 			}
-			l := &lock{b: b, conn: conn, lost: req.Lost, token: token, start: start, ident: ident, turn: make(chan struct{}, 1)}
+			l := &lock{b: b, conn: conn, lost: req.Lost, token: g.token, start: start, ident: g.ident, turn: make(chan struct{}, 1),
+				key: req.Key, owner: req.Owner, label: req.Label}
+			if err := b.announce(ctx, l, req.Value, g.watched); err != nil {
+				return nil, err
+			}
 			b.track(l)
 			l.mu.Lock()
 			l.startWatch()
@@ -134,9 +138,9 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 				return nil, fmt.Errorf("inserting the key's row: %w", err)
 			}
 		case belowFloor:
-			if ident != st.ident {
+			if g.ident != st.ident {
 				b.log.Warn("postgres: the server changed under a pooled connection (a restart or a failover behind a pooler); raising the token floor",
-					"started_us", ident.start, "replayed_us", ident.replayed)
+					"started_us", g.ident.start, "replayed_us", g.ident.replayed)
 			}
 			if err := rollback(ctx, conn.Conn()); err != nil {
 				return nil, err
@@ -167,8 +171,13 @@ const (
 	settingsTxTimeoutSQL = settingsSQL + ", set_config('transaction_timeout', '0', true)"
 	labelSQL             = "SELECT set_config('application_name', $1, true)"
 	// tokenSQL returns the next token and the server's identity, whose
-	// floor the token must exceed.
-	tokenSQL = "SELECT nextval($1::regclass), " + identSQL
+	// floor the token must exceed; it shows the token, the TTL and the label
+	// in the holder's application_name ($2 || token || $3), where any
+	// session can read them (holderAppName), and tells whether anyone
+	// watches the key: a watcher holds advisory lock $4 shared, so taking it
+	// exclusively (and giving it back at once) fails.
+	tokenSQL = "SELECT n, " + identSQL + ", set_config('application_name', $2 || n || $3, true), " +
+		"CASE WHEN pg_try_advisory_lock($4) THEN NOT pg_advisory_unlock($4) ELSE true END FROM nextval($1::regclass) AS n"
 	// idleTimeoutSQL restarts the idle timer (any statement does) and sets
 	// it to the (possibly new) TTL.
 	idleTimeoutSQL = "SELECT set_config('idle_in_transaction_session_timeout', $1, true)"
@@ -191,7 +200,7 @@ func (b *backend) lockSQL(try bool) string {
 // the lock transaction; on rowMissing or belowFloor it is in a transaction
 // the caller rolls back; on error it is in any state (the caller's Release
 // of the connection sorts that out).
-func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Request, try bool, st *connState) (outcome, uint64, serverIdent, error) {
+func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Request, try bool, st *connState) (outcome, grant, error) {
 	batch := &pgx.Batch{}
 	batch.Queue(beginSQL)
 	if st.txTimeout {
@@ -203,7 +212,8 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 		batch.Queue(labelSQL, "locker "+req.Label)
 	}
 	batch.Queue(b.lockSQL(try), []byte(req.Key))
-	batch.Queue(tokenSQL, b.n.sequence)
+	suffix, _ := holderAppName(req.TTL, req.Label)
+	batch.Queue(tokenSQL, b.n.sequence, appPrefix, suffix, b.watchLock(req.Key))
 
 	// A waiting Acquire is cancelled by a cancel request, not by pgx's
 	// context handling: that closes the connection, but a backend waiting
@@ -241,7 +251,7 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 	}
 
 	br := conn.SendBatch(bctx, batch)
-	out, token, ident, err := readAcquire(br, req.Label != "", st.ident)
+	out, g, err := readAcquire(br, req.Label != "", st.ident)
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -255,48 +265,56 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 		var pgErr *pgconn.PgError
 		if try && errors.As(err, &pgErr) && pgErr.Code == codeLockNotAvailable {
 			if rerr := rollback(ctx, conn); rerr != nil {
-				return 0, 0, serverIdent{}, rerr
+				return 0, grant{}, rerr
 			}
-			return 0, 0, serverIdent{}, locker.ErrLocked
+			return 0, grant{}, locker.ErrLocked
 		}
-		return 0, 0, serverIdent{}, err
+		return 0, grant{}, err
 	}
-	return out, token, ident, nil
+	return out, g, nil
+}
+
+// grant is what an acquisition batch learnt.
+type grant struct {
+	token   uint64
+	ident   serverIdent // the server's identity
+	watched bool        // someone watches the key
 }
 
 // readAcquire reads the results of an acquisition batch. checked is the
 // server identity under which the connection last checked the token floor.
-func readAcquire(br pgx.BatchResults, label bool, checked serverIdent) (outcome, uint64, serverIdent, error) {
-	var id serverIdent
+func readAcquire(br pgx.BatchResults, label bool, checked serverIdent) (outcome, grant, error) {
+	var g grant
 	if _, err := br.Exec(); err != nil {
-		return 0, 0, id, fmt.Errorf("begin: %w", err)
+		return 0, g, fmt.Errorf("begin: %w", err)
 	}
 	if _, err := br.Exec(); err != nil {
-		return 0, 0, id, fmt.Errorf("setting the timeouts: %w", err)
+		return 0, g, fmt.Errorf("setting the timeouts: %w", err)
 	}
 	if label {
 		if _, err := br.Exec(); err != nil {
-			return 0, 0, id, fmt.Errorf("setting application_name: %w", err)
+			return 0, g, fmt.Errorf("setting application_name: %w", err)
 		}
 	}
 	tag, err := br.Exec()
 	if err != nil {
-		return 0, 0, id, fmt.Errorf("locking the row: %w", err)
+		return 0, g, fmt.Errorf("locking the row: %w", err)
 	}
 	var n int64
-	if err := br.QueryRow().Scan(&n, &id.start, &id.replayed); err != nil {
-		return 0, 0, id, fmt.Errorf("taking the token: %w", err)
+	if err := br.QueryRow().Scan(&n, &g.ident.start, &g.ident.replayed, nil, &g.watched); err != nil {
+		return 0, g, fmt.Errorf("taking the token: %w", err)
 	}
 	switch {
 	case tag.RowsAffected() == 0:
-		return rowMissing, 0, id, nil
-	case n <= id.floor() || id != checked:
+		return rowMissing, g, nil
+	case n <= g.ident.floor() || g.ident != checked:
 		// Below this server life's floor, or on another server life than
 		// the floor was checked under (a pooler's connection that survived
 		// a restart or a failover): raise the floor first.
-		return belowFloor, 0, id, nil
+		return belowFloor, g, nil
 	}
-	return granted, uint64(n), id, nil
+	g.token = uint64(n)
+	return granted, g, nil
 }
 
 func rollback(ctx context.Context, conn *pgx.Conn) error {
@@ -313,7 +331,7 @@ func (b *backend) ensureSchema(ctx context.Context, conn *pgx.Conn) error {
 		return nil
 	}
 	return b.schema.do(ctx, func() error {
-		return createObjects(ctx, conn, b.n.schema, b.n.ddl, b.n.table, b.n.sequence)
+		return createObjects(ctx, conn, b.n.schema, b.n.ddl, recordColumns, b.n.table, b.n.sequence)
 	})
 }
 

@@ -17,11 +17,18 @@
 //	max_conns             WithMaxConns            a quarter of the server's max_connections
 //	skip_schema_creation  WithSkipSchemaCreation  false (creates schema.sql's objects on first use)
 //
-// Every held lock and every waiting Acquire pins one connection: a Locker
-// holds at most max_conns locks (never more than the pool's MaxConns);
-// beyond, TryAcquire fails with locker.ErrUnavailable wrapping
-// ErrPoolExhausted and Acquire waits. Waiters queue in PostgreSQL's own lock
-// queue, in arrival order. TTLs count whole milliseconds.
+// Every held lock, waiting Acquire and Watch pins one connection: a Locker
+// pins at most max_conns (and all but one of the pool's MaxConns, which
+// Open makes one larger); beyond, TryAcquire and Watch fail with
+// locker.ErrUnavailable wrapping ErrPoolExhausted and Acquire waits.
+// Waiters queue in PostgreSQL's own lock queue, in arrival order. TTLs
+// count whole milliseconds.
+//
+// locker.Inspect and List read the catalog and never lock (the time left
+// and grant time need the holder's role or pg_read_all_stats); values
+// (WithValue, Publish) are committed by another pool connection; Watch
+// LISTENs, notified at grant, release and publication, and looks again
+// when a holder's time is up (a lock that ends otherwise notifies nobody).
 //
 // Tokens come from a NO CYCLE sequence, raised to the server clock in
 // microseconds after a restart: they increase across crashes and restarts

@@ -144,7 +144,7 @@ func (g *Guard) prepare(ctx context.Context, resource string, token uint64) erro
 			return fmt.Errorf("postgres: guard: %w", err)
 		}
 		defer conn.Release()
-		if err := createObjects(ctx, conn.Conn(), g.schema, g.ddl, g.table); err != nil {
+		if err := createObjects(ctx, conn.Conn(), g.schema, g.ddl, nil, g.table); err != nil {
 			return fmt.Errorf("postgres: guard: %w", err)
 		}
 		return nil

@@ -72,12 +72,13 @@ func adminConn(t testing.TB, dsn string) *pgx.Conn {
 }
 
 // holderPID finds the backend that holds a lock acquired WithOwner(label):
-// the lock transaction sets application_name to "locker " + label.
+// the lock transaction sets application_name to "locker <token> <ttl> ="
+// + label.
 func holderPID(t testing.TB, admin *pgx.Conn, label string) int32 {
 	t.Helper()
 	var pid int32
 	err := admin.QueryRow(ctxT(t, 10*time.Second),
-		"SELECT pid FROM pg_stat_activity WHERE application_name = $1", "locker "+label).Scan(&pid)
+		"SELECT pid FROM pg_stat_activity WHERE application_name ~ '^locker [0-9]+ [0-9]+ =' AND split_part(application_name, ' =', 2) = $1", label).Scan(&pid)
 	if err != nil {
 		t.Fatalf("finding the holder's backend: %v", err)
 	}

@@ -7,9 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
 )
 
 // lock is one held lock: a pool connection pinned in the open transaction
@@ -23,6 +25,9 @@ type lock struct {
 	token uint64
 	start time.Time
 	ident serverIdent // the server's identity at the grant
+	key   string
+	owner driver.OwnerID
+	label string
 
 	// turn is held by whoever runs a statement on conn (Refresh, Release)
 	// or drops it (abandon), so that Close never drops the connection under
@@ -76,6 +81,24 @@ func (l *lock) startWatch() {
 	}()
 }
 
+// held returns nil while the lock's connection is pinned, else
+// ErrLeaseLost with why it ended.
+func (l *lock) held() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.heldLocked()
+}
+
+func (l *lock) heldLocked() error {
+	if l.conn != nil {
+		return nil
+	}
+	if l.cause == nil {
+		return locker.ErrLeaseLost
+	}
+	return fmt.Errorf("%w: %w", locker.ErrLeaseLost, l.cause)
+}
+
 // pause stops the watcher and returns the connection for one statement, or
 // ErrLeaseLost if the lock has ended.
 func (l *lock) pause() (*pgxpool.Conn, error) {
@@ -89,11 +112,8 @@ func (l *lock) pause() (*pgxpool.Conn, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.conn == nil {
-		if l.cause == nil {
-			return nil, locker.ErrLeaseLost
-		}
-		return nil, fmt.Errorf("%w: %w", locker.ErrLeaseLost, l.cause)
+	if err := l.heldLocked(); err != nil {
+		return nil, err
 	}
 	return l.conn, nil
 }
@@ -219,7 +239,21 @@ func (l *lock) Release(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+	// In the same round trip, once the row is free, the release is
+	// notified if anyone watches the key.
+	batch := &pgx.Batch{}
+	batch.Queue("ROLLBACK")
+	batch.Queue(releaseNotifySQL, l.b.n.channel, payload(l.key), l.b.watchLock(l.key))
+	br := conn.SendBatch(ctx, batch)
+	_, err = br.Exec()
+	if err == nil {
+		if _, err := br.Exec(); err != nil {
+			// Released all the same; watchers see it at the holder's TTL.
+			l.b.log.Warn("postgres: notifying a release", "err", err)
+		}
+	}
+	_ = br.Close() // any error was the ROLLBACK's or the notification's
+	if err != nil {
 		cause := fmt.Errorf("postgres: release: %w", err)
 		l.end(cause)
 		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, cause)
@@ -227,5 +261,10 @@ func (l *lock) Release(ctx context.Context) error {
 	l.end(errReleased)
 	return nil
 }
+
+// releaseNotifySQL notifies the release of a key ($2) on channel $1, if a
+// watch holds its advisory lock ($3; see tokenSQL), without a WAL flush.
+const releaseNotifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2) " +
+	"WHERE NOT pg_try_advisory_xact_lock($3)"
 
 var errReleased = errors.New("postgres: released")

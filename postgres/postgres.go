@@ -115,7 +115,9 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 		budget = defaultBudget(avail)
 	}
 	if !q.Has("pool_max_conns") {
-		pc.MaxConns = int32(budget)
+		// One more than the budget, for the statements that run beside
+		// the pinned connections (backend.pinnable).
+		pc.MaxConns = int32(budget + 1)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -168,9 +170,10 @@ type backend struct {
 	maxConns int // the budget asked for; 0 reads the server's
 	sized    *onceCtx
 
-	mu     sync.Mutex
-	locks  map[*lock]struct{} // held locks, released by Close
-	closed bool
+	mu      sync.Mutex
+	locks   map[*lock]struct{}  // held locks, released by Close
+	watches map[*watch]struct{} // watches, ended by Close
+	closed  bool
 }
 
 func newBackend(pool *pgxpool.Pool, own bool, cfg config, log *slog.Logger, budget int) (*backend, error) {
@@ -191,6 +194,7 @@ func newBackend(pool *pgxpool.Pool, own bool, cfg config, log *slog.Logger, budg
 		maxConns: cfg.maxConns,
 		sized:    newOnceCtx(),
 		locks:    map[*lock]struct{}{},
+		watches:  map[*watch]struct{}{},
 	}
 	if budget > 0 {
 		b.setBudget(budget)
@@ -198,11 +202,9 @@ func newBackend(pool *pgxpool.Pool, own bool, cfg config, log *slog.Logger, budg
 	return b, nil
 }
 
-// setBudget makes the slots of a budget of n connections, at most the
-// pool's; called once.
+// setBudget makes the slots of a budget of n connections; called once.
 func (b *backend) setBudget(n int) {
-	n = min(n, int(b.pool.Config().MaxConns))
-	b.slots = make(chan struct{}, n)
+	b.slots = make(chan struct{}, b.pinnable(n))
 	b.sized.do(context.Background(), func() error { return nil })
 }
 
@@ -218,10 +220,18 @@ func (b *backend) budget(ctx context.Context) (chan struct{}, error) {
 			}
 			n = defaultBudget(avail)
 		}
-		b.slots = make(chan struct{}, min(n, int(b.pool.Config().MaxConns)))
+		b.slots = make(chan struct{}, b.pinnable(n))
 		return nil
 	})
 	return b.slots, err
+}
+
+// pinnable returns how many connections of a budget of n the Locker pins at
+// most: all but one of the pool's, which is left for the statements that
+// run beside the pinned ones (Inspect, List, Publish, the holder records
+// and notifications of a grant) — unless the pool has only one.
+func (b *backend) pinnable(n int) int {
+	return min(n, max(1, int(b.pool.Config().MaxConns)-1))
 }
 func (b *backend) Name() string { return Scheme }
 
@@ -242,16 +252,25 @@ func millis(ttl time.Duration) string {
 }
 
 func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+	if err := b.trySlot(ctx); err != nil {
+		return nil, err
+	}
+	return b.acquire(ctx, req, true)
+}
+
+// trySlot takes a connection of the budget, or fails at once with
+// ErrPoolExhausted.
+func (b *backend) trySlot(ctx context.Context) error {
 	slots, err := b.budget(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	select {
 	case slots <- struct{}{}:
+		return nil
 	default:
-		return nil, fmt.Errorf("%w (max_conns=%d)", ErrPoolExhausted, cap(slots))
+		return fmt.Errorf("%w (max_conns=%d)", ErrPoolExhausted, cap(slots))
 	}
-	return b.acquire(ctx, req, true)
 }
 
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
@@ -295,12 +314,28 @@ func (b *backend) Close() error {
 	for l := range b.locks {
 		held = append(held, l)
 	}
+	watches := make([]*watch, 0, len(b.watches))
+	for w := range b.watches {
+		watches = append(watches, w)
+	}
 	b.mu.Unlock()
 	for _, l := range held {
 		l.abandon()
+	}
+	for _, w := range watches {
+		w.cancel()
+		<-w.done
 	}
 	if b.ownPool {
 		b.pool.Close()
 	}
 	return nil
 }
+
+// The optional abilities of package driver this backend has.
+var (
+	_ driver.TTLRounder = (*backend)(nil)
+	_ driver.Inspector  = (*backend)(nil)
+	_ driver.Publisher  = (*backend)(nil)
+	_ driver.Watcher    = (*backend)(nil)
+)

@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -58,7 +60,12 @@ type names struct {
 	sequence string // "schema"."table_token"
 	ddl      string // schema.sql with the placeholders replaced
 	schema   string // unquoted, for the existence check
+	channel  string // unquoted: the NOTIFY channel of the table's locks
 }
+
+// recordColumns are the columns of holder records (schema.sql), which
+// tables made before them lack until the DDL runs again.
+var recordColumns = []string{"owner", "token", "label", "value"}
 
 func newNames(schema, table string) (names, error) {
 	if err := checkName("schema", schema, maxIdentLen); err != nil {
@@ -71,27 +78,35 @@ func newNames(schema, table string) (names, error) {
 	qt := pgx.Identifier{table}.Sanitize()
 	qq := pgx.Identifier{table + sequenceSuffix}.Sanitize()
 	ddl := strings.NewReplacer("{{schema}}", qs, "{{table}}", qt, "{{sequence}}", qq).Replace(schemaSQL)
+	sum := sha256.Sum256([]byte(qs + "." + qt))
 	return names{
 		table:    qs + "." + qt,
 		sequence: qs + "." + qq,
 		ddl:      ddl,
 		schema:   schema,
+		// A channel name is an identifier (at most 63 bytes): a hash of the
+		// table's name, so that every table has its own.
+		channel: "locker_" + hex.EncodeToString(sum[:16]),
 	}, nil
 }
 
 // createObjects runs ddl on conn unless every relation in rels already
-// exists. The existence check comes first because CREATE … IF NOT EXISTS
-// still demands the CREATE privilege, which an application role that runs
-// against a migrated schema need not have.
-func createObjects(ctx context.Context, conn *pgx.Conn, schema, ddl string, rels ...string) error {
+// exists and the first has every column in cols. The existence check comes
+// first because CREATE … IF NOT EXISTS (and ADD COLUMN IF NOT EXISTS) still
+// demands the privilege, which an application role that runs against a
+// migrated schema need not have.
+func createObjects(ctx context.Context, conn *pgx.Conn, schema, ddl string, cols []string, rels ...string) error {
 	var missing bool
-	if err := conn.QueryRow(ctx, "SELECT bool_or(to_regclass(r) IS NULL) FROM unnest($1::text[]) AS r", rels).Scan(&missing); err != nil {
+	err := conn.QueryRow(ctx, "SELECT bool_or(to_regclass(r) IS NULL) OR "+
+		"(SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(($1::text[])[1]) AND attname = ANY($2::text[]) AND NOT attisdropped) < coalesce(cardinality($2::text[]), 0) "+
+		"FROM unnest($1::text[]) AS r", rels, cols).Scan(&missing)
+	if err != nil {
 		return fmt.Errorf("checking for %v: %w", rels, err)
 	}
 	if !missing {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLockKey); err != nil {
 			return err
 		}

@@ -11,19 +11,34 @@
 --   {{table}}     "locker_locks"
 --   {{sequence}}  "locker_locks_token"     (always the table name + "_token")
 
--- One row per key ever locked. A lock is the row lock that SELECT … FOR UPDATE
+-- One row per key ever locked (the lock row). A lock is the row lock that SELECT … FOR UPDATE
 -- takes in the holder's open transaction; the row itself holds no state, so a
 -- holder that dies leaves nothing to clean up. Keys are bytea because the key
 -- may contain a NUL byte (the namespace separator), which text cannot hold;
 -- bytea keeps every distinct key distinct.
 --
--- Rows are never deleted by the backend. Unheld rows may be deleted at any time
--- (tokens do not live in them), e.g.:
+-- Rows are never deleted by the backend. Unheld lock rows may be deleted at any
+-- time (tokens do not live in them), e.g.:
 --   DELETE FROM {{schema}}.{{table}}
---    WHERE key IN (SELECT key FROM {{schema}}.{{table}} FOR UPDATE SKIP LOCKED);
+--    WHERE key IN (SELECT key FROM {{schema}}.{{table}} WHERE key < '\xff'
+--                   FOR UPDATE SKIP LOCKED);
 CREATE TABLE IF NOT EXISTS {{schema}}.{{table}} (
     key bytea PRIMARY KEY
 );
+
+-- Holder records (since the inspection release; added to tables made before).
+-- A holder's own transaction never commits, so what it writes there nobody
+-- sees: a value the holder publishes (and a label too long for
+-- application_name) is written, committed, by another connection into a
+-- second row, keyed '\xff' || key (no lock key starts with 0xff, which is not
+-- UTF-8). The record is the current holder's only while its token is the one
+-- the holder's session shows; stale records are ignored, and may be deleted
+-- whenever the key is free.
+ALTER TABLE {{schema}}.{{table}}
+    ADD COLUMN IF NOT EXISTS owner bytea,
+    ADD COLUMN IF NOT EXISTS token bigint,
+    ADD COLUMN IF NOT EXISTS label text,
+    ADD COLUMN IF NOT EXISTS value text;
 
 -- Fencing tokens, shared by all keys of the table. NO CYCLE: a token never
 -- wraps around. CACHE 1: no backend holds values that another would overtake.

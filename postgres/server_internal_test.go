@@ -18,11 +18,17 @@ import (
 // every acquisition meets the same connection.
 func newTestBackend(t *testing.T) (*backend, *pgxpool.Pool) {
 	t.Helper()
+	return newTestBackendN(t, 1)
+}
+
+// newTestBackendN returns a backend over a pool of conns connections.
+func newTestBackendN(t *testing.T, conns int32) (*backend, *pgxpool.Pool) {
+	t.Helper()
 	pc, err := pgxpool.ParseConfig(testenv.PostgresDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc.MaxConns = 1
+	pc.MaxConns = conns
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		t.Fatal(err)
@@ -144,5 +150,28 @@ func TestAcquire_ConnectionOnAnotherServerLife_RaisesFloor(t *testing.T) {
 	defer func() { _ = l.Release(context.Background()) }()
 	if int64(l.token) < before {
 		t.Fatalf("token %d on a connection that met another server life, want ≥ %d (the clock before the acquisition)", l.token, before)
+	}
+}
+
+// TestAcquire_HolderSessionKeepsNoActivitySnapshot: reading
+// pg_stat_activity in the lock transaction (does anyone watch?) makes the
+// server copy every session's status, query text included, into memory
+// it keeps until the transaction ends: 450 kB at max_connections=200, for
+// as long as the lock is held, in every holder's session.
+func TestAcquire_HolderSessionKeepsNoActivitySnapshot(t *testing.T) {
+	b, _ := newTestBackend(t)
+	l := tryLock(t, b, "k")
+	conn, err := l.pause()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snapshots int
+	err = conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_backend_memory_contexts WHERE name = 'Backend Status Snapshot'").Scan(&snapshots)
+	l.resume()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snapshots != 0 {
+		t.Fatalf("the holder's session keeps %d backend status snapshots, want none", snapshots)
 	}
 }

@@ -22,7 +22,7 @@ func TestAcquireScript_RunTwice(t *testing.T) {
 	b := base{prefix: "test:" + t.Name() + ":"}
 	n := b.names("key")
 	req := &driver.Request{Key: "key", Owner: driver.NewOwnerID(), Label: "t", TTL: 10 * time.Second}
-	keys, args := b.acquireArgs(n, value(req), req.TTL, "")
+	keys, args := b.acquireArgs(n, req, value(req), "")
 	run := func() int64 {
 		t.Helper()
 		ok, token, err := pair(acquireScript.Run(ctx, c, keys, args...).Result())

@@ -39,7 +39,7 @@ func BenchmarkUncontendedBreakdown(b *testing.B) {
 	req := &driver.Request{Key: "bench/breakdown/driver", Owner: driver.NewOwnerID(), Label: "bench", TTL: locker.DefaultTTL}
 	n := be.names(req.Key)
 	val := value(req)
-	keys, args := be.acquireArgs(n, val, req.TTL, "")
+	keys, args := be.acquireArgs(n, req, val, "")
 	qk := n.queueKeys()
 	noop := goredis.NewScript("return 1")
 	must := func(err error) {

@@ -28,6 +28,12 @@
 // master that answered: it increases unless the masters that took the
 // earlier token and meet the later majority all lost their counters.
 //
+// Inspect, List (SCAN, every master of a Cluster), WithValue, Publish and
+// Watch work on both; the grant time is the server's TIME. Watch follows
+// the lock's channel, signalled by every grant, release and publish, and a
+// timer at the holder's PTTL. Redlock inspects by majority: held when a
+// majority of all masters hold the lock for one owner; Waiters is -1.
+//
 // Caveats: TTLs are whole milliseconds; a crashed holder's lock lives its
 // TTL on the server; waiters are woken in arrival order, but a TryAcquire (or
 // the first try of an Acquire) may take a free lock ahead of them; a server

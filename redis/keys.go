@@ -20,6 +20,8 @@ type names struct {
 	fence     string // the last fencing token; never expires, never deleted
 	queue     string // the waiters, by arrival (sorted set); expires when abandoned
 	deadlines string // waiter id -> when its entry is stale (hash); expires likewise
+	info      string // grant time and published value (string); lives as long as the lock
+	events    string // the channel the scripts signal the lock's changes on (queue.lua: signal)
 }
 
 // encodeKey maps a stored lock key (any bytes, NUL included) to a hash tag.
@@ -33,9 +35,9 @@ func encodeKey(key string) string {
 func (b *base) names(key string) names {
 	tag := encodeKey(key)
 	p := b.prefix + "{" + tag + "}"
-	// The four names are slices of one string: every acquisition needs
-	// them, and one allocation costs less than four.
-	all := p + ":lock" + p + ":fence" + p + ":q" + p + ":qd"
+	// The names are slices of one string: every acquisition needs them,
+	// and one allocation costs less than six.
+	all := p + ":lock" + p + ":fence" + p + ":q" + p + ":qd" + p + ":info" + p + ":ev"
 	cut := func(suffix string) (name string) {
 		name, all = all[:len(p)+len(suffix)], all[len(p)+len(suffix):]
 		return name
@@ -45,6 +47,8 @@ func (b *base) names(key string) names {
 	n.fence = cut(":fence")
 	n.queue = cut(":q")
 	n.deadlines = cut(":qd")
+	n.info = cut(":info")
+	n.events = cut(":ev")
 	return n
 }
 

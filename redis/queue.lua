@@ -1,12 +1,14 @@
--- queue.lua: the waiter queue of one lock, shared by acquire.lua,
--- release.lua and leave.lua (prepended to each of them).
+-- queue.lua: the functions the scripts share (prepended to each of them
+-- that needs one): the server clock, the watchers' signal, the grant of
+-- acquire.lua and grant.lua, and the waiter queue of one lock.
 --
 -- Beside the lock key, in its hash slot: a sorted set of waiter ids scored
--- by arrival (server TIME in µs; ZADD NX keeps a waiter's place), and a hash
--- from waiter id to the server time in ms after which the entry is stale
--- (its waiter is no longer coming back: crashed, or cut off). A waiter id is
--- its Locker's id, a colon and a sequence number; each Locker listens on the
--- channel prefix .. Locker id, and a wake-up is the waiter id published there.
+-- by arrival (server TIME in µs; ZADD NX keeps a waiter's place), and a
+-- hash from waiter id to the server time in ms after which the entry is
+-- stale (its waiter is no longer coming back: crashed, or cut off). A
+-- waiter id is its Locker's id, a colon and a sequence number; each Locker
+-- listens on the channel prefix .. Locker id, and a wake-up is the waiter
+-- id published there.
 
 -- TIME before a write is only allowed with effects replication: the default
 -- since Redis 5, and needed on 3.2 and 4. Redis 7 (the first to set
@@ -16,6 +18,77 @@ if not redis.REDIS_VERSION_NUM and redis.replicate_commands then redis.replicate
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- signal tells the watchers of a lock that it changed (what: granted,
+-- released, published). Its channel is the lock key's name with ':ev' for
+-- ':lock': in the lock's hash slot, where SPUBLISH (Redis 7) reaches only
+-- the slot's shard of a Cluster, not every node as PUBLISH does.
+local function signal(lock, what)
+  local ch = string.sub(lock, 1, -6) .. ':ev'
+  if redis.REDIS_VERSION_NUM then
+    redis.call('SPUBLISH', ch, what)
+  else
+    redis.call('PUBLISH', ch, what)
+  end
+end
+
+-- grant takes lock (a string holding the owner value val, expiring in ttl
+-- ms) and hands out its fencing token, atomically. It returns the token
+-- (an integer, > 0) when the lock is now held by val, or {0, pttl, holder}
+-- with the holder's remaining time to live in ms and its owner value.
+--
+-- The token is max(counter + 1, server time in µs, hint): the counter (the
+-- fence key) keeps tokens strictly increasing while it lives, and the
+-- clock floor keeps them above every earlier token when the counter is
+-- lost (eviction, a restart without persistence). The hint (Redlock's, or
+-- nil) counts only if it is at most 10 s ahead of this server's clock: a
+-- client with a wild clock must not push the counter towards 2^53. Doubles
+-- hold integers exactly up to 2^53: µs times stay below that until the
+-- year 2255. %.0f: Lua's default number formatting would write 1.7e+15.
+--
+-- info, a string that lives as long as the lock, records for inspection
+-- when the lock was granted (server TIME in µs), a space, and the
+-- holder's published value: one SET with the lock's expiry.
+local function grant(lock, fence, info, val, ttl, value, hint)
+  -- SET NX first: the lock is usually free, and then one command takes it.
+  if not redis.call('SET', lock, val, 'PX', ttl, 'NX') then
+    -- Held. Time stands still within a script, so the key that refused the
+    -- SET is still there.
+    local held = redis.call('GET', lock)
+    if held ~= val then
+      return {0, redis.call('PTTL', lock), held}
+    end
+    -- The same request ran twice (a client retry after a lost reply): the
+    -- lock is ours already, and nobody else was granted it since, so the
+    -- fence still holds the token this request was given...
+    redis.call('PEXPIRE', lock, ttl)
+    redis.call('PEXPIRE', info, ttl)
+    local given = redis.call('GET', fence)
+    if given then return tonumber(given) end
+    -- ...unless the fence was evicted meanwhile. That token is lost with it
+    -- and was never delivered: hand out a new one, as for a fresh grant.
+  end
+  local now = now_us()
+  local token = now
+  if hint and hint > token and hint <= now + 10000000 then token = hint end
+  if redis.REDIS_VERSION_NUM then
+    -- Redis 7: store the floor and read the previous token in one command;
+    -- the counter wins only when two grants share a microsecond, or the
+    -- clock stepped back.
+    local last = tonumber(redis.call('SET', fence, string.format('%.0f', token), 'GET') or '0')
+    if last + 1 > token then
+      token = last + 1
+      redis.call('SET', fence, string.format('%.0f', token))
+    end
+  else
+    local last = tonumber(redis.call('GET', fence) or '0')
+    if last + 1 > token then token = last + 1 end
+    redis.call('SET', fence, string.format('%.0f', token))
+  end
+  redis.call('SET', info, string.format('%.0f', now) .. ' ' .. value, 'PX', ttl)
+  signal(lock, 'granted')
+  return token
 end
 
 -- wake_head publishes a wake-up to the first live waiter of the queue,

@@ -31,11 +31,12 @@ type base struct {
 	wake    string // the wake-up channel prefix the scripts publish under
 	wakeArg any    // wake as a script argument, boxed once
 	hub     *hub
+	watches *watches
 }
 
 func newBase(cfg config) (base, error) {
 	p := cfg.Prefix
-	return base{prefix: p, wake: channelPrefix(p), wakeArg: channelPrefix(p), hub: newHub()}, nil
+	return base{prefix: p, wake: channelPrefix(p), wakeArg: channelPrefix(p), hub: newHub(), watches: &watches{}}, nil
 }
 
 // subscriber returns the subscription of this Locker's wake-up channel on c.
@@ -43,36 +44,40 @@ func (b *base) subscriber(c goredis.UniversalClient) *subscriber {
 	return &subscriber{client: c, channel: b.wake + b.hub.id, hub: b.hub}
 }
 
-// acquireArgs are acquire.lua's keys and arguments for one attempt; waiter
-// is "" for an attempt that does not queue, which touches neither the queue
-// nor the wake-up channels, and so names only the lock and fence keys and
-// sends two arguments: it is the uncontended path.
-func (b *base) acquireArgs(n names, val string, ttl time.Duration, waiter string) ([]string, []any) {
+// acquireArgs are acquire.lua's keys and arguments for one attempt of req;
+// waiter is "" for an attempt that does not queue, which touches neither
+// the queue nor the wake-up channels, and so names only the lock, fence and
+// info keys and sends three arguments: it is the uncontended path.
+func (b *base) acquireArgs(n names, req *driver.Request, val string, waiter string) ([]string, []any) {
 	if waiter == "" {
-		return []string{n.lock, n.fence}, []any{val, ttlMillis(ttl)}
+		return []string{n.lock, n.fence, n.info}, []any{val, ttlMillis(req.TTL), req.Value}
 	}
-	return []string{n.lock, n.fence, n.queue, n.deadlines}, []any{val, ttlMillis(ttl), b.wakeArg, waiter, staleAfter(ttl)}
+	return []string{n.lock, n.fence, n.info, n.queue, n.deadlines},
+		[]any{val, ttlMillis(req.TTL), req.Value, b.wakeArg, waiter, staleAfter(req.TTL)}
 }
 
 // heartbeatArgs are acquire.lua's keys and arguments for a waiter that
 // renews its entry (New's): its liveness replaces the PTTL-based one.
-func (b *base) heartbeatArgs(n names, val string, ttl time.Duration, waiter string) ([]string, []any) {
-	keys, args := b.acquireArgs(n, val, ttl, waiter)
+func (b *base) heartbeatArgs(n names, req *driver.Request, val string, waiter string) ([]string, []any) {
+	keys, args := b.acquireArgs(n, req, val, waiter)
 	if waiter == "" {
 		return keys, args
 	}
 	return keys, append(args, waiterLiveness.Milliseconds())
 }
 
-// queueKeys are the keys of release.lua and leave.lua (an array: a held lock
-// keeps them, and its release slices them without allocating).
-func (n names) queueKeys() [4]string { return [4]string{n.lock, n.queue, n.deadlines, n.fence} }
+// queueKeys are the keys of release.lua, and their first three those of
+// leave.lua and heartbeat.lua (an array: a held lock keeps them, and its
+// release slices them without allocating).
+func (n names) queueKeys() [5]string { return [5]string{n.lock, n.queue, n.deadlines, n.fence, n.info} }
 
 // RoundTTL implements driver.TTLRounder: PX counts whole milliseconds.
 func (b *base) RoundTTL(ttl time.Duration) (time.Duration, error) { return roundTTL(ttl) }
 
 // value is what a lock key holds: the owner id, which refresh and release
-// compare, and the label, for whoever inspects the key with redis-cli.
+// compare, and the label, for inspection. The published value
+// (req.Value) is kept apart, in the lock's info: Publish replaces it while
+// refresh and release go on comparing this.
 func value(req *driver.Request) string { return req.Owner.String() + " " + req.Label }
 
 // backend is the single-deployment backend.
@@ -109,7 +114,7 @@ func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, wai
 	}
 	start := time.Now()
 	val := value(req)
-	keys, args := b.heartbeatArgs(n, val, req.TTL, waiter)
+	keys, args := b.heartbeatArgs(n, req, val, waiter)
 	ok, x, err := pair(acquireScript.Run(ctx, b.client, keys, args...).Result())
 	if err != nil {
 		if outcomeUnknown(err) {
@@ -188,7 +193,7 @@ func (b *base) leave(ctx context.Context, c goredis.UniversalClient, n names, w 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	keys := n.queueKeys()
-	leaveScript.Run(ctx, c, keys[:], w.id, b.wake)
+	leaveScript.Run(ctx, c, keys[:3], w.id, b.wake)
 }
 
 func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
@@ -263,6 +268,7 @@ func (b *backend) wait(ctx context.Context, n names, w *waiter, d time.Duration)
 }
 
 func (b *backend) Close() error {
+	b.watches.close()
 	err := b.sub.close()
 	if b.closeClient {
 		if cerr := b.client.Close(); cerr != nil && !errors.Is(cerr, goredis.ErrClosed) {
@@ -275,7 +281,7 @@ func (b *backend) Close() error {
 // lock is a lock held on one deployment.
 type lock struct {
 	b     *backend
-	keys  [4]string // queueKeys: keys[0] is the lock
+	keys  [5]string // queueKeys: keys[0] is the lock, keys[4] its info
 	val   string
 	token uint64
 	start time.Time
@@ -286,7 +292,7 @@ func (l *lock) Token() uint64 { return l.token }
 func (l *lock) Start() time.Time { return l.start }
 
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	n, err := refreshScript.Run(ctx, l.b.client, l.keys[:1], l.val, ttlMillis(ttl)).Int64()
+	n, err := refreshScript.Run(ctx, l.b.client, []string{l.keys[0], l.keys[4]}, l.val, ttlMillis(ttl)).Int64()
 	if err != nil {
 		return err
 	}

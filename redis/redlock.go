@@ -267,10 +267,10 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	req, n, val := a.req, a.n, a.val
 	timeout := r.timeout(req.TTL)
 	res := make([]nodeResult, len(r.nodes))
-	script, keys, args := grantScript, []string{n.lock, n.fence}, []any{val, ttlMillis(req.TTL), time.Now().Add(hintMargin).UnixMicro()}
+	script, keys, args := grantScript, []string{n.lock, n.fence, n.info}, []any{val, ttlMillis(req.TTL), req.Value, time.Now().Add(hintMargin).UnixMicro()}
 	if waiter != "" {
 		script = acquireScript
-		keys, args = r.acquireArgs(n, val, req.TTL, waiter)
+		keys, args = r.acquireArgs(n, req, val, waiter)
 	}
 	start := time.Now() // before the first request: validity counts from here
 	r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
@@ -311,7 +311,9 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	}
 
 	// Failed: undo on every master, the ones that did not answer included
-	// (their grant may just have been slow), before anyone waits or returns.
+	// (their grant may just have been slow), before anyone waits or returns;
+	// not where the request was never sent (a refused dial: !maybeRan),
+	// where an undo would only spend another dial.
 	// The undo wakes nobody: waiters wait on a majority holder, not on the
 	// scattered grants of a failed round. (A master that granted took the
 	// waiter out of its queue and woke the next one there; the waiter's
@@ -319,7 +321,11 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	// seen to have removed a grant, or a request of unknown outcome may yet
 	// run, the master stays pending: settle goes on there if the
 	// acquisition fails.
-	undone, _ := r.releaseEach(context.WithoutCancel(ctx), n, val, false, timeout)
+	sent := make([]bool, len(r.nodes))
+	for i, x := range res {
+		sent[i] = x.err == nil || maybeRan(x.err)
+	}
+	undone, _ := r.releaseOn(context.WithoutCancel(ctx), sent, n, val, false, timeout)
 	for i, x := range res {
 		if x.ok && undone[i] < 0 || x.err != nil && maybeRan(x.err) && undone[i] != 1 {
 			a.mark(i, len(r.nodes))
@@ -666,6 +672,7 @@ func (r *redlock) Close() error {
 	r.bgMu.Unlock()
 	r.bgCancel()
 	r.bgWG.Wait()
+	r.watches.close()
 	var errs []error
 	for _, s := range r.subs {
 		errs = append(errs, s.close())
@@ -698,14 +705,27 @@ func (l *rlock) Start() time.Time { return l.start }
 // from before the first request.
 func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
-	var mu sync.Mutex
-	var ok, lost int
-	var errs []error
 	// A refresh does not spend the validity of a new grant: the deadline
 	// counts from before it was sent. So a master may take up to the refresh
 	// interval (a third of the TTL) to answer, not just the node timeout.
-	l.r.onAll(ctx, max(l.r.timeout(ttl), ttl/3), func(ctx context.Context, i int, c goredis.UniversalClient) {
-		x, err := refreshScript.Run(ctx, c, []string{l.n.lock}, l.val, ttlMillis(ttl)).Int64()
+	err := l.onHolders(ctx, "refreshed", max(l.r.timeout(ttl), ttl/3), refreshScript, ttlMillis(ttl))
+	if err == nil && time.Since(start) >= ttl-driver.DriftMargin(ttl) {
+		return fmt.Errorf("redlock: refresh took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), ttl)
+	}
+	return err
+}
+
+// onHolders runs script (refresh.lua, publish.lua: keys the lock and its
+// info, arguments the owner value and arg; 1 when done, 0 when the lock is
+// not the caller's) on every master. It succeeds when a majority did it,
+// reports ErrLeaseLost when no majority holds the lock for this owner any
+// more, and otherwise an error saying what the masters answered.
+func (l *rlock) onHolders(ctx context.Context, done string, timeout time.Duration, script *goredis.Script, arg any) error {
+	var mu sync.Mutex
+	var ok, lost int
+	var errs []error
+	l.r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
+		x, err := script.Run(ctx, c, []string{l.n.lock, l.n.info}, l.val, arg).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -718,14 +738,12 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 	})
 	switch {
-	case ok >= l.r.quorum && time.Since(start) < ttl-driver.DriftMargin(ttl):
-		return nil
 	case ok >= l.r.quorum:
-		return fmt.Errorf("redlock: refresh took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), ttl)
+		return nil
 	case lost > len(l.r.nodes)-l.r.quorum:
 		return locker.ErrLeaseLost
 	}
-	return fmt.Errorf("redlock: refreshed on %d of %d masters, quorum %d: %w", ok, len(l.r.nodes), l.r.quorum, errors.Join(errs...))
+	return fmt.Errorf("redlock: %s on %d of %d masters, quorum %d: %w", done, ok, len(l.r.nodes), l.r.quorum, errors.Join(errs...))
 }
 
 // Release deletes the lock on every master that holds it. It reports

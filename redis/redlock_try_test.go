@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,10 +188,43 @@ func plantGrant(t testing.TB, ctx context.Context, addr, prefix, key, owner stri
 	}
 	lock, fence := keyNames(prefix, key)
 	q := strings.TrimSuffix(lock, ":lock")
-	v, err := goredis.NewScript(string(src)).Run(ctx, direct(t, addr), []string{lock, fence, q + ":q", q + ":qd"},
-		owner+" planted", px.Milliseconds(), prefix+"w:").Int64()
+	v, err := goredis.NewScript(string(src)).Run(ctx, direct(t, addr), []string{lock, fence, q + ":info"},
+		owner+" planted", px.Milliseconds(), "").Int64()
 	if err != nil || v < 1 { // a grant replies with its token
 		t.Fatalf("planting %s on %s: %v %v", owner, addr, v, err)
 	}
 	return v
+}
+
+// A round's undo goes only to the masters where the round's request may
+// have run: one that refused the connection was never sent it, and undoing
+// there only spends another dial. With every master refusing, each of the
+// rounds of a TryAcquire dials each master once. (The undo used to dial
+// them all again, and TryAcquire on unreachable masters took about twice
+// as long: up to 3.4 s, over the 3 s the conformance suite allows.)
+func TestRedlock_RefusedMasters_NoUndo(t *testing.T) {
+	var dials atomic.Int32
+	cs := make([]goredis.UniversalClient, 5)
+	for i := range cs {
+		addr := closedAddr(t)
+		cs[i] = goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
+			Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				dials.Add(1)
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			}})
+	}
+	l, err := redis.NewRedlock(cs, redis.WithPrefix(testPrefix()), redis.CloseClients(), redis.WithNodeTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := l.TryAcquire(ctx, "k"); !errors.Is(err, locker.ErrUnavailable) {
+		t.Fatalf("TryAcquire on refusing masters = %v, want ErrUnavailable", err)
+	}
+	if n := dials.Load(); n != 3*5 {
+		t.Fatalf("TryAcquire on 5 refusing masters dialled %d times, want 15: 3 rounds, no undo", n)
+	}
 }

@@ -5,6 +5,7 @@
 -- KEYS[2]  the waiter queue
 -- KEYS[3]  the waiters' deadlines
 -- KEYS[4]  the fence key
+-- KEYS[5]  the lock's info
 -- ARGV[1]  the owner value
 -- ARGV[2]  the wake-up channel prefix, or "" to release without waking
 --          anyone (the undo of a failed Redlock round: nobody waited for it)
@@ -18,7 +19,8 @@
 -- next holder's token could repeat this one.
 local held = redis.call('GET', KEYS[1])
 if held == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[5])
+  signal(KEYS[1], 'released')
   if ARGV[2] ~= '' then
     wake_head(KEYS[2], KEYS[3], ARGV[2])
   end

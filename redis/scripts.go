@@ -30,12 +30,19 @@ var (
 	fenceLua string
 	//go:embed guard.lua
 	guardLua string
+	//go:embed inspect.lua
+	inspectLua string
+	//go:embed publish.lua
+	publishLua string
 
-	// The scripts that touch the waiter queue share its functions.
+	// The scripts that grant, signal or touch the waiter queue share
+	// queue.lua's functions.
 	acquireScript = goredis.NewScript(queueLua + acquireLua)
 	releaseScript = goredis.NewScript(queueLua + releaseLua)
 	leaveScript   = goredis.NewScript(queueLua + leaveLua)
 	beatScript    = goredis.NewScript(queueLua + heartbeatLua)
+	inspectScript = goredis.NewScript(queueLua + inspectLua)
+	publishScript = goredis.NewScript(queueLua + publishLua)
 	refreshScript = goredis.NewScript(refreshLua)
 	fenceScript   = goredis.NewScript(fenceLua)
 	guardScript   = goredis.NewScript(guardLua)

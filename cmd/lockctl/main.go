@@ -4,6 +4,8 @@
 // Usage:
 //
 //	lockctl run [flags] URL KEY -- COMMAND [ARGS...]
+//	lockctl elect [flags] URL NAME -- COMMAND [ARGS...]
+//	lockctl elect --observe [--json] URL NAME
 //	lockctl bench [--backend URL]... [flags]
 //	lockctl inspect [--json] [--watch] URL KEY
 //	lockctl list [--json] [--watch] URL [PREFIX]
@@ -38,6 +40,19 @@
 // exited, then releases it. Only the command's own process is signalled, not
 // its process group: it stays in lockctl's group so that it can use the
 // terminal.
+//
+// # lockctl elect
+//
+// Elect is leader election for commands (package election), like "etcdctl
+// elect" on every backend: it campaigns in the election NAME and runs
+// COMMAND only while it leads, with the environment of run (LOCKER_KEY is
+// NAME, LOCKER_TOKEN the term's fencing token). If leadership is lost, the
+// command is stopped as run stops it (SIGTERM, SIGKILL after --grace) and
+// lockctl campaigns again; when the command exits by itself, lockctl resigns
+// and exits with its status, so a supervisor can restart it. --value
+// publishes a value with the leadership, on backends that publish values.
+// With --observe, lockctl prints the leader and every change of leader or
+// value, one line each (JSON with --json), until interrupted.
 //
 // # lockctl bench
 //
@@ -95,6 +110,11 @@
 //	126  the command could not be executed
 //	127  the command was not found
 //	128+N  lockctl got signal N while waiting for the lock
+//
+// lockctl elect exits with the status of a command that exited by itself
+// while leading, or with 64, 69, 126, 127 or 128+N as run does (128+N: lockctl
+// got signal N while campaigning); it never exits 124: leadership lost means
+// campaigning again. --observe exits 0 when interrupted.
 //
 // lockctl bench exits 0 on success, 1 if a safety check failed (units
 // oversold, or an update lost, with the lock), 64 on a usage error, 69 when
@@ -170,6 +190,8 @@ func (a *app) main(ctx context.Context, args []string) int {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "run":
 		return a.run(ctx, rest)
+	case "elect":
+		return a.elect(ctx, rest)
 	case "bench":
 		return a.bench(ctx, rest)
 	case "inspect":
@@ -181,6 +203,8 @@ func (a *app) main(ctx context.Context, args []string) int {
 			switch rest[0] {
 			case "run":
 				return a.run(ctx, []string{"-h"})
+			case "elect":
+				return a.elect(ctx, []string{"-h"})
 			case "bench":
 				return a.bench(ctx, []string{"-h"})
 			case "inspect":
@@ -204,6 +228,10 @@ func (a *app) usage(w io.Writer) {
 Usage:
   lockctl run [flags] URL KEY -- COMMAND [ARGS...]
                       run COMMAND while holding the lock KEY on the backend at URL
+  lockctl elect [flags] URL NAME -- COMMAND [ARGS...]
+                      run COMMAND only while leading the election NAME
+  lockctl elect --observe [--json] URL NAME
+                      print each change of leader of NAME
   lockctl bench [--backend URL]... [flags]
                       benchmark backends (memory:// by default)
   lockctl inspect [--json] [--watch] URL KEY

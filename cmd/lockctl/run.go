@@ -35,6 +35,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	timeout := fset.Duration("timeout", 0, fmt.Sprintf("give up waiting for the lock after this long, with status %d (0: wait for ever)", exitLocked))
 	grace := fset.Duration("grace", defaultGrace, "after the lease is lost, time between SIGTERM and SIGKILL to the command")
 	owner := fset.String("owner", defaultOwner(), "holder label, shown by backends that support inspection")
+	minHold := fset.Duration("min-hold", 0, "keep the lock held on the server at least this long after the grant, even if COMMAND ends sooner (a job on every replica runs at most once per interval)")
 	fset.Usage = func() {
 		fmt.Fprint(fset.Output(), `Usage: lockctl run [flags] URL KEY -- COMMAND [ARGS...]
 
@@ -69,6 +70,8 @@ Flags:
 		return a.failf(exitUsage, "run: --timeout %v is negative", *timeout)
 	case *grace < 0:
 		return a.failf(exitUsage, "run: --grace %v is negative", *grace)
+	case *minHold < 0:
+		return a.failf(exitUsage, "run: --min-hold %v is negative", *minHold)
 	case *try && *timeout > 0:
 		return a.failf(exitUsage, "run: --try and --timeout exclude each other")
 	}
@@ -78,9 +81,8 @@ Flags:
 
 	// Find the command before taking the lock: a typo should not cost anyone
 	// a lock.
-	cmd := exec.Command(command[0], command[1:]...)
-	if cmd.Err != nil {
-		return a.failf(startStatus(cmd.Err), "run: %v", cmd.Err)
+	if err := exec.Command(command[0]).Err; err != nil {
+		return a.failf(startStatus(err), "run: %v", err)
 	}
 
 	// While lockctl waits for the lock, a signal aborts the wait; once the
@@ -95,7 +97,7 @@ Flags:
 	}
 	defer l.Close()
 
-	opts := []locker.Option{locker.WithTTL(*ttl), locker.WithAutoRefresh(true), locker.WithOwner(*owner)}
+	opts := []locker.Option{locker.WithTTL(*ttl), locker.WithAutoRefresh(true), locker.WithOwner(*owner), locker.WithMinHold(*minHold)}
 	var lease locker.Lease
 	if *try {
 		lease, err = l.TryAcquire(wctx, key, opts...)
@@ -121,22 +123,13 @@ Flags:
 		return a.failf(lockStatus(err), "run: %v", err)
 	}
 
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = a.stdin, a.stdout, a.stderr
-	cmd.Env = append(os.Environ(),
-		"LOCKER_KEY="+key,
-		"LOCKER_TOKEN="+strconv.FormatUint(lease.Token(), 10),
-		"LOCKER_TTL="+ttl.String(),
-		"LOCKER_BACKEND="+scheme(rawURL),
-	)
-	// Only matters when a stream is not a file (tests): do not wait for ever
-	// on a grandchild that keeps the pipe open after the command exited.
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	cmd, err := a.start(command, key, lease.Token(), *ttl, rawURL)
+	if err != nil {
 		_ = a.release(ctx, lease, key)
 		return a.failf(startStatus(err), "run: %v", err)
 	}
 
-	lost := a.supervise(cmd, lease, *grace)
+	lost := a.supervise(cmd, lease, fmt.Sprintf("run: lease on %q", key), *grace)
 	if rerr := a.release(ctx, lease, key); lost == nil && errors.Is(rerr, locker.ErrLeaseLost) {
 		lost = rerr
 	}
@@ -167,9 +160,33 @@ func parseRunArgs(fset *flag.FlagSet, args []string) (pos, command []string, err
 	}
 }
 
+// start starts command with lockctl's standard streams and, in its
+// environment, the lock's variables (see the package documentation).
+func (a *app) start(command []string, key string, token uint64, ttl time.Duration, rawURL string) (*exec.Cmd, error) {
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = a.stdin, a.stdout, a.stderr
+	cmd.Env = append(os.Environ(),
+		"LOCKER_KEY="+key,
+		"LOCKER_TOKEN="+strconv.FormatUint(token, 10),
+		"LOCKER_TTL="+ttl.String(),
+		"LOCKER_BACKEND="+scheme(rawURL),
+	)
+	// Only matters when a stream is not a file (tests): do not wait for ever
+	// on a grandchild that keeps the pipe open after the command exited.
+	cmd.WaitDelay = time.Second
+	return cmd, cmd.Start()
+}
+
+// holding is what supervise watches: a lease, or an election's term.
+type holding interface {
+	Done() <-chan struct{}
+	Err() error
+}
+
 // supervise waits for the started command to exit, forwarding signals to it
-// and stopping it if the lease is lost. It returns the loss, if any.
-func (a *app) supervise(cmd *exec.Cmd, lease locker.Lease, grace time.Duration) (lost error) {
+// and stopping it if the hold (what names it in messages) is lost. It
+// returns the loss, if any.
+func (a *app) supervise(cmd *exec.Cmd, lease holding, what string, grace time.Duration) (lost error) {
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait() // the status is read from cmd.ProcessState
@@ -189,7 +206,7 @@ func (a *app) supervise(cmd *exec.Cmd, lease locker.Lease, grace time.Duration) 
 			if lost == nil { // cannot happen: Done closes only when Err is set
 				lost = locker.ErrLeaseLost
 			}
-			fmt.Fprintf(a.stderr, "lockctl: run: lease on %q lost (%v); sending SIGTERM to the command\n", lease.Key(), lost)
+			fmt.Fprintf(a.stderr, "lockctl: %s lost (%v); sending SIGTERM to the command\n", what, lost)
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				// No SIGTERM on this platform, or already gone.
 				_ = cmd.Process.Kill()
@@ -199,7 +216,7 @@ func (a *app) supervise(cmd *exec.Cmd, lease locker.Lease, grace time.Duration) 
 			kill = t.C
 		case <-kill:
 			kill = nil
-			fmt.Fprintf(a.stderr, "lockctl: run: command still running %v after SIGTERM; sending SIGKILL\n", grace)
+			fmt.Fprintf(a.stderr, "lockctl: %s: command still running %v after SIGTERM; sending SIGKILL\n", what, grace)
 			_ = cmd.Process.Kill()
 		}
 	}

@@ -171,6 +171,25 @@ func TestRun_TryOnHeldKey_ExitsLocked(t *testing.T) {
 	}
 }
 
+// A job run with --min-hold keeps its lock after it ends: the same job on
+// another replica, started right after, does not run.
+func TestRun_MinHold_LockOutlivesTheCommand(t *testing.T) {
+	needShell(t)
+	url := "memory://" + t.Name()
+	a, _, stderr := testApp()
+	if code := a.main(context.Background(), []string{"run", "--min-hold", "1m", url, "job", "--", "true"}); code != exitOK {
+		t.Fatalf("first run: exit %d; stderr: %s", code, stderr)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	b, _, stderr := testApp()
+	if code := b.main(context.Background(), []string{"run", "--try", url, "job", "--", "touch", marker}); code != exitLocked {
+		t.Errorf("second run inside the first one's minimum hold: exit %d, want %d; stderr: %s", code, exitLocked, stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the second run's command ran inside the first one's minimum hold")
+	}
+}
+
 func TestRun_TimeoutOnHeldKey_ExitsLocked(t *testing.T) {
 	url := "memory://" + t.Name()
 	hold(t, url, "job")
@@ -304,6 +323,7 @@ func TestRun_BadInput(t *testing.T) {
 		{[]string{"run", "memory://", "a\x00b", "--", "true"}, exitUsage},
 		{[]string{"run", "--ttl", "0s", "memory://", "job", "--", "true"}, exitUsage},
 		{[]string{"run", "--try", "--timeout", "1s", "memory://", "job", "--", "true"}, exitUsage},
+		{[]string{"run", "--min-hold", "-1s", "memory://", "job", "--", "true"}, exitUsage},
 		{[]string{"run", "memory://", "job", "--", "/no/such/command"}, exitNotFound},
 		{[]string{"run", "memory://", "job", "--", "no-such-command-lockctl"}, exitNotFound},
 		{[]string{"nosuch"}, exitUsage},

@@ -44,6 +44,10 @@ type Deployment struct {
 	Liveness time.Duration
 	// Faults are the faults it can suffer; see Faults for the catalogue.
 	Faults []Fault
+	// Permits says its backend has N-permit locks (locker.WithLimit): its
+	// runs are made again with keys of PermitsLimit permits, checked
+	// against the permits model.
+	Permits bool
 
 	tb      testing.TB
 	servers []*testenv.Server
@@ -97,7 +101,7 @@ func (c closing) Close() error {
 // Memory is the in-process reference backend: no servers, no faults.
 func Memory(t testing.TB) *Deployment {
 	store := memory.NewStore()
-	return &Deployment{Name: "memory", TTL: 150 * time.Millisecond, Liveness: 2 * time.Second, tb: t,
+	return &Deployment{Name: "memory", TTL: 150 * time.Millisecond, Liveness: 2 * time.Second, tb: t, Permits: true,
 		connect: func(context.Context, []string) (locker.Locker, error) { return memory.New(store) }}
 }
 

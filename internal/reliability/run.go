@@ -44,7 +44,12 @@ type RunOptions struct {
 	Keys int
 	// Seed of the run (0: random).
 	Seed uint64
+	// Limit, above 1, makes each key an N-permit lock (history.Options.Limit).
+	Limit int
 }
+
+// PermitsLimit is the limit of the permit runs of a deployment with Permits.
+const PermitsLimit = 2
 
 // Run records and checks one history of d's clients while f (nil: no
 // fault) is injected again and again. It fails only when the run could not
@@ -68,6 +73,7 @@ func (d *Deployment) Run(ctx context.Context, f *Fault, o RunOptions) (*Outcome,
 		TTL:      ttl,
 		Seed:     o.Seed,
 		Liveness: d.Liveness,
+		Limit:    o.Limit,
 	}
 	var n *Nemesis
 	if f != nil {

@@ -26,16 +26,26 @@ func TestZooKeeperEnsemble(t *testing.T) { checkAll(t, reliability.ZooKeeperEnse
 func TestPostgres(t *testing.T)          { checkAll(t, reliability.Postgres(t)) }
 
 func checkAll(t *testing.T, d *reliability.Deployment) {
-	t.Run("no faults", func(t *testing.T) { check(t, d, nil) })
-	for _, f := range d.Faults {
-		t.Run(strings.ReplaceAll(f.Name, " ", "_"), func(t *testing.T) { check(t, d, &f) })
+	runs := []reliability.RunOptions{{}}
+	if d.Permits {
+		runs = append(runs, reliability.RunOptions{Limit: reliability.PermitsLimit})
+	}
+	for _, o := range runs {
+		prefix := ""
+		if o.Limit > 1 {
+			prefix = "permits/"
+		}
+		t.Run(prefix+"no faults", func(t *testing.T) { check(t, d, nil, o) })
+		for _, f := range d.Faults {
+			t.Run(prefix+strings.ReplaceAll(f.Name, " ", "_"), func(t *testing.T) { check(t, d, &f, o) })
+		}
 	}
 }
 
-func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault) {
+func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault, o reliability.RunOptions) {
 	// No goroutine of the run (clients, leases, the nemesis) outlives it.
 	defer goleak.VerifyNone(t, notTheRuns()...)
-	out, err := d.Run(t.Context(), f, reliability.RunOptions{})
+	out, err := d.Run(t.Context(), f, o)
 	if err != nil {
 		t.Fatal(err)
 	}

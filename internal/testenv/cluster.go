@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -11,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-	"github.com/testcontainers/testcontainers-go"
-	tcnetwork "github.com/testcontainers/testcontainers-go/network"
+	"github.com/distlock/locker/internal/launch"
 )
 
 // A Cluster is a group of servers private to the calling test, removed at
@@ -44,12 +41,12 @@ func (c *Cluster) Leader(t testing.TB) *Server {
 		for _, n := range c.Nodes {
 			switch c.kind {
 			case "etcd":
-				if ok, _ := etcdIsLeader(ctx, n.Addr()); ok {
+				if ok, _ := launch.EtcdIsLeader(ctx, n.Addr()); ok {
 					leader = n
 					return nil
 				}
 			case "zookeeper":
-				if r, _ := zkSrvr(ctx, n.Addr()); strings.Contains(r, "Mode: leader") {
+				if r, _ := launch.ZooKeeperSrvr(ctx, n.Addr()); strings.Contains(r, "Mode: leader") {
 					leader = n
 					return nil
 				}
@@ -68,16 +65,16 @@ func (c *Cluster) Leader(t testing.TB) *Server {
 // newCluster starts n members made by mk (given each member's index and
 // every member's port) in parallel, on a private network when withNet. The
 // members are not waited for; the caller decides what ready means.
-func newCluster(t testing.TB, kind string, n int, withNet bool, mk func(img images, i int, ports []int) spec) *Cluster {
+func newCluster(t testing.TB, kind string, n int, withNet bool, mk func(img images, i int, ports []int) launch.Spec) *Cluster {
 	t.Helper()
 	return newClusterThen(t, kind, n, withNet, mk, nil)
 }
 
 // newClusterThen is newCluster calling started, if not nil, once every
 // member's container runs and before any is waited for.
-func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img images, i int, ports []int) spec, started func(*Cluster)) *Cluster {
+func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img images, i int, ports []int) launch.Spec, started func(*Cluster)) *Cluster {
 	t.Helper()
-	cli, err := docker()
+	d, err := docker()
 	if err != nil {
 		unavailable(t, "a %s cluster needs Docker (the LOCKER_TEST_* variables name single servers only): %v", kind, err)
 	}
@@ -85,28 +82,25 @@ func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	var nw *testcontainers.DockerNetwork
+	var nw *launch.Network
 	if withNet {
-		startWatchdog()
-		nw, err = tcnetwork.New(ctx, tcnetwork.WithLabels(labels()))
+		nw, err = d.NewNetwork(ctx)
 		if err != nil {
-			t.Fatalf("testenv: %s cluster network: %v", kind, err)
+			t.Fatalf("testenv: %s cluster: %v", kind, err)
 		}
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			// Members still attached make removal fail; they are removed
 			// first, because cleanups run last-registered first.
-			if _, err := cli.NetworkRemove(ctx, nw.ID, client.NetworkRemoveOptions{}); err != nil {
+			if err := nw.Remove(ctx); err != nil {
 				t.Errorf("testenv: remove network: %v", err)
 			}
 		})
 	}
-	ports := make([]int, n)
-	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
-			t.Fatalf("testenv: %v", err)
-		}
+	ports, err := launch.FreePorts(n)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
 	c := &Cluster{Nodes: make([]*Server, n), kind: kind}
 	errs := make([]error, n)
@@ -116,11 +110,10 @@ func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img 
 		go func() {
 			defer wg.Done()
 			sp := mk(images{server, etcd}, i, ports)
-			sp.noWait = true
 			if withNet {
-				sp.net, sp.alias = nw, fmt.Sprintf("%s%d", kind, i+1)
+				sp.Network, sp.Alias = nw, fmt.Sprintf("%s%d", kind, i+1)
 			}
-			c.Nodes[i], errs[i] = startServer(ctx, cli, sp)
+			c.Nodes[i], errs[i] = startServer(ctx, d, sp, true)
 		}()
 	}
 	wg.Wait()
@@ -152,7 +145,7 @@ func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.ready(ctx)
+			_, errs[i] = s.c.Ready(ctx)
 		}()
 	}
 	wg.Wait()
@@ -168,8 +161,8 @@ func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img 
 // RedisMasters returns n independent Redis masters, for Redlock.
 func RedisMasters(t testing.TB, n int) *Cluster {
 	t.Helper()
-	return newCluster(t, "redis", n, false, func(img images, i int, ports []int) spec {
-		return redisSpec(img, ports[i])
+	return newCluster(t, "redis", n, false, func(img images, i int, ports []int) launch.Spec {
+		return launch.Redis(img.server, ports[i])
 	})
 }
 
@@ -184,8 +177,8 @@ func RedisMasters(t testing.TB, n int) *Cluster {
 // the cluster bus, and 127.0.0.1 in one container is not another container.
 func RedisCluster(t testing.TB) *Cluster {
 	t.Helper()
-	c := newCluster(t, "redis", 3, true, func(img images, i int, ports []int) spec {
-		return redisSpec(img, ports[i],
+	c := newCluster(t, "redis", 3, true, func(img images, i int, ports []int) launch.Spec {
+		return launch.Redis(img.server, ports[i],
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "/tmp/nodes.conf",
 			"--cluster-node-timeout", "5000",
@@ -199,25 +192,19 @@ func RedisCluster(t testing.TB) *Cluster {
 	// no names.
 	args := []string{"redis-cli", "--cluster", "create"}
 	for _, s := range c.Nodes {
-		r, err := s.cli.ContainerInspect(ctx, s.c.ID, client.ContainerInspectOptions{})
+		ip, _, err := s.c.Endpoint(ctx, s.c.Spec.Network.Name)
 		if err != nil {
 			t.Fatalf("testenv: redis cluster: %v", err)
 		}
-		ep := r.Container.NetworkSettings.Networks[s.net.Name]
-		if ep == nil {
-			t.Fatalf("testenv: redis cluster: member not on network %s", s.net.Name)
-		}
-		args = append(args, ep.IPAddress.String()+":"+strconv.Itoa(s.port))
+		args = append(args, net.JoinHostPort(ip.String(), strconv.Itoa(s.svc.Port)))
 	}
 	args = append(args, "--cluster-yes")
-	code, out, err := c.Nodes[0].c.Exec(ctx, args)
+	code, out, err := c.Nodes[0].c.Exec(ctx, args...)
 	if err != nil || code != 0 {
-		b, _ := io.ReadAll(out)
-		t.Fatalf("testenv: redis-cli --cluster create: exit %d, %v: %s", code, err, b)
+		t.Fatalf("testenv: redis-cli --cluster create: exit %d, %v: %s", code, err, out)
 	}
 	for i, s := range c.Nodes {
-		s.probe = redisPing
-		if err := poll(30*time.Second, func(ctx context.Context) error { return redisClusterOK(ctx, s) }); err != nil {
+		if err := poll(30*time.Second, func(ctx context.Context) error { return launch.RedisClusterOK(ctx, s.Addr()) }); err != nil {
 			t.Fatalf("testenv: redis cluster member %d: %v", i+1, err)
 		}
 	}
@@ -233,9 +220,9 @@ func EtcdCluster(t testing.TB) *Cluster {
 	for i := range 3 {
 		initial = append(initial, fmt.Sprintf("e%d=http://etcd%d:2380", i+1, i+1))
 	}
-	token := "locker-" + randomID(4)
-	return newCluster(t, "etcd", 3, true, func(img images, i int, ports []int) spec {
-		return etcdSpec(img.etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
+	token := "locker-" + launch.RandomID(4)
+	return newCluster(t, "etcd", 3, true, func(img images, i int, ports []int) launch.Spec {
+		return launch.Etcd(img.etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
 	})
 }
 
@@ -247,7 +234,7 @@ func ZooKeeperEnsemble(t testing.TB) *Cluster {
 	for i := range 3 {
 		fmt.Fprintf(&servers, "server.%d=zookeeper%d:2888:3888\n", i+1, i+1)
 	}
-	return newCluster(t, "zookeeper", 3, true, func(img images, i int, ports []int) spec {
+	return newCluster(t, "zookeeper", 3, true, func(img images, i int, ports []int) launch.Spec {
 		return zkSpec(img, ports[i], i+1, servers.String())
 	})
 }
@@ -275,7 +262,7 @@ func ZooKeeperEnsembleLinked(t testing.TB) *LinkedEnsemble {
 	t.Helper()
 	const n = 3
 	free := func() int {
-		p, err := freePort()
+		p, err := launch.FreePort()
 		if err != nil {
 			t.Fatalf("testenv: %v", err)
 		}
@@ -294,7 +281,7 @@ func ZooKeeperEnsembleLinked(t testing.TB) *LinkedEnsemble {
 		}
 	}
 	e := &LinkedEnsemble{links: make([][]*Proxy, n)}
-	e.Cluster = newClusterThen(t, "zookeeper", n, false, func(img images, i int, ports []int) spec {
+	e.Cluster = newClusterThen(t, "zookeeper", n, false, func(img images, i int, ports []int) launch.Spec {
 		var servers strings.Builder
 		for j := range n {
 			p := via[i][j]
@@ -305,7 +292,7 @@ func ZooKeeperEnsembleLinked(t testing.TB) *LinkedEnsemble {
 		}
 		servers.WriteString("syncLimit=50\n")
 		sp := zkSpec(img, ports[i], i+1, servers.String())
-		sp.extraHosts = []string{"host.docker.internal:host-gateway"}
+		sp.ExtraHosts = []string{"host.docker.internal:host-gateway"}
 		return sp
 	}, func(c *Cluster) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -313,15 +300,11 @@ func ZooKeeperEnsembleLinked(t testing.TB) *LinkedEnsemble {
 		var ip [n]string
 		gw := ""
 		for i, s := range c.Nodes {
-			r, err := s.cli.ContainerInspect(ctx, s.c.ID, client.ContainerInspectOptions{})
-			if err != nil {
-				t.Fatalf("testenv: linked ensemble: %v", err)
+			addr, gateway, err := s.c.Endpoint(ctx, "bridge")
+			if err != nil || !gateway.IsValid() {
+				t.Fatalf("testenv: linked ensemble: member %d: no address and gateway on the bridge network (%v)", i+1, err)
 			}
-			ep := r.Container.NetworkSettings.Networks["bridge"]
-			if ep == nil || !ep.IPAddress.IsValid() || !ep.Gateway.IsValid() {
-				t.Fatalf("testenv: linked ensemble: member %d has no address on the bridge network", i+1)
-			}
-			ip[i], gw = ep.IPAddress.String(), ep.Gateway.String()
+			ip[i], gw = addr.String(), gateway.String()
 		}
 		link := func(listen, upstream string, members ...int) {
 			p := newProxy(t, "zookeeper-link", listen, upstream)

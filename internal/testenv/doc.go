@@ -1,6 +1,9 @@
 // Package testenv starts the real servers locker's tests run against —
 // Redis, etcd, ZooKeeper and PostgreSQL, single and clustered — in Docker
-// containers through testcontainers-go, and injects faults into them.
+// containers, and injects faults into them. It is the tests' front end of
+// package launch, which starts the servers (their specs, ports, readiness
+// probes, labels and clean-up) for lockctl bench --servers too; testenv adds
+// the skip-or-fail policy, sharing and t.Cleanup, and the faults.
 //
 // # Images
 //
@@ -15,7 +18,7 @@
 //
 // LOCKER_TEST_NO_DOCKER=1 makes testenv behave as if there were no Docker
 // engine (to check the skip-or-fail policy, or to use only the variables
-// below). LOCKER_TESTENV_VERBOSE=1 turns testcontainers' own log back on.
+// below).
 //
 // # Already-running servers
 //
@@ -41,20 +44,17 @@
 // # Cleanup
 //
 // Shared single servers are removed by [Main] after the tests; clusters by
-// t.Cleanup of the test that made them. Every container and network carries
-// the label org.distlock.locker.test=1 and the id of the process that made
-// it. A watchdog process, started with the first container, removes what its
-// test process leaves when that process dies without cleaning up (a panic, a
-// -timeout, a SIGKILL); and leftovers of dead processes are removed when the
-// next test process first uses Docker. Ryuk, testcontainers' own reaper, is
-// disabled because its image cannot be pulled here.
+// t.Cleanup of the test that made them. What a test process leaves when it
+// dies without cleaning up (a panic, a -timeout, a SIGKILL) is removed by
+// package launch's watchdog, or by the next process that uses Docker;
+// another live process's containers are never touched.
 //
 // # Addresses
 //
-// Each server listens in its container on a port chosen before it starts and
-// published on 127.0.0.1 under the same number. Servers that announce their
-// address to clients (etcd's advertise-client-urls, Redis Cluster's MOVED
-// replies) can then announce the address the test process dials, and a
-// server restarted after Kill comes back on the same address, so clients
-// configured with it reconnect as they would to a restarted production server.
+// Each server is published on 127.0.0.1 under the port it listens on, chosen
+// below the ephemeral range (see package launch), so that servers can
+// announce the address the test process dials (etcd's advertise-client-urls,
+// Redis Cluster's MOVED replies), and a server restarted after Kill comes
+// back on the same address, so clients configured with it reconnect as they
+// would to a restarted production server.
 package testenv

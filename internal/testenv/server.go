@@ -2,56 +2,44 @@ package testenv
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
-	"net/netip"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
-	"github.com/testcontainers/testcontainers-go"
+	"github.com/distlock/locker/internal/launch"
 )
 
 // A Server is one running server reachable from the test process on
 // 127.0.0.1 — or, when an environment variable names it, a server someone
 // else runs, on which only Addr, DSN and Proxy work.
 type Server struct {
-	kind   string // "redis", "etcd", …: for messages and probes
+	kind   string // "redis", "etcd", …: for messages
 	envVar string // the variable that could name an external server instead
+	addr   string
+	dsn    string // postgres only
 
 	// Containers only.
-	c     *testcontainers.DockerContainer
-	cli   *testcontainers.DockerClient
-	port  int // in the container, and published under the same number
-	net   *testcontainers.DockerNetwork
-	alias string // name on net
-	probe func(ctx context.Context, s *Server) error
+	c   *launch.Container
+	svc launch.Service
+}
 
-	mu   sync.Mutex
-	addr string
-	dsn  string // postgres only
+// newServer describes the server of a container started from one of
+// launch's single-server specs.
+func newServer(c *launch.Container) *Server {
+	svc := c.Spec.Services[0]
+	s := &Server{kind: c.Spec.Kind, c: c, svc: svc, addr: svc.Addr()}
+	if svc.Kind == "postgres" {
+		s.dsn = launch.PostgresDSN(s.addr)
+	}
+	return s
 }
 
 // Addr returns "127.0.0.1:port" (for an external server, what its variable
-// says). It is read again from Docker after Restart.
-func (s *Server) Addr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
-}
+// says). It stays the same across Kill and Restart.
+func (s *Server) Addr() string { return s.addr }
 
 // DSN returns the libpq URL of a PostgreSQL server:
 // postgres://postgres@127.0.0.1:port/postgres?sslmode=disable.
 func (s *Server) DSN() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.kind != "postgres" {
 		panic("testenv: DSN of a " + s.kind + " server")
 	}
@@ -59,7 +47,7 @@ func (s *Server) DSN() string {
 }
 
 // container returns the container, or skips/fails t for an external server.
-func (s *Server) container(t testing.TB, what string) *testcontainers.DockerContainer {
+func (s *Server) container(t testing.TB, what string) *launch.Container {
 	t.Helper()
 	if s.c == nil {
 		unavailable(t, "%s needs a container, but %s names an external %s server; unset it to run this test", what, s.envVar, s.kind)
@@ -73,72 +61,36 @@ func opContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 2*time.Minute)
 }
 
+// do runs one fault operation on the container, failing t if it fails.
+func (s *Server) do(t testing.TB, what string, op func(*launch.Container, context.Context) error) {
+	t.Helper()
+	c := s.container(t, what)
+	ctx, cancel := opContext()
+	defer cancel()
+	if err := op(c, ctx); err != nil {
+		t.Fatalf("testenv: %s %s: %v", what, s.kind, err)
+	}
+}
+
 // Pause freezes every process of the server (docker pause, the cgroup
 // freezer: like SIGSTOP, unnoticeable to the process). Connections stay open
 // and requests go unanswered.
 func (s *Server) Pause(t testing.TB) {
 	t.Helper()
-	c := s.container(t, "Pause")
-	ctx, cancel := opContext()
-	defer cancel()
-	// The cgroup freezer gives up when a task will not stop in time
-	// ("unable to freeze"), which happens on a loaded machine; it says
-	// nothing about the server, so try again a few times.
-	var err error
-	for attempt := range pauseAttempts {
-		if _, err = s.cli.ContainerPause(ctx, c.ID, client.ContainerPauseOptions{}); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
-		}
-	}
-	if err != nil {
-		t.Fatalf("testenv: pause %s: %v", s.kind, err)
-	}
+	s.do(t, "Pause", (*launch.Container).Pause)
 }
-
-// pauseAttempts bounds the tries of one Pause.
-const pauseAttempts = 4
 
 // Unpause lets a paused server run on from where it stopped.
 func (s *Server) Unpause(t testing.TB) {
 	t.Helper()
-	c := s.container(t, "Unpause")
-	ctx, cancel := opContext()
-	defer cancel()
-	if _, err := s.cli.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{}); err != nil {
-		t.Fatalf("testenv: unpause %s: %v", s.kind, err)
-	}
+	s.do(t, "Unpause", (*launch.Container).Unpause)
 }
 
 // Kill SIGKILLs the server: it gets no chance to flush or say goodbye, its
 // clients see connections refused. It returns once the container has stopped.
 func (s *Server) Kill(t testing.TB) {
 	t.Helper()
-	c := s.container(t, "Kill")
-	ctx, cancel := opContext()
-	defer cancel()
-	// A frozen process cannot die; a paused server must be killable too.
-	s.cli.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{})
-	if _, err := s.cli.ContainerKill(ctx, c.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-		t.Fatalf("testenv: kill %s: %v", s.kind, err)
-	}
-	for {
-		r, err := s.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
-		if err != nil {
-			t.Fatalf("testenv: kill %s: %v", s.kind, err)
-		}
-		if r.Container.State == nil || !r.Container.State.Running {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("testenv: kill %s: still running", s.kind)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	s.do(t, "Kill", (*launch.Container).Kill)
 }
 
 // Restart starts a killed server again and waits until it answers. The
@@ -147,16 +99,14 @@ func (s *Server) Kill(t testing.TB) {
 // comes back empty.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
-	c := s.container(t, "Restart")
-	ctx, cancel := opContext()
-	defer cancel()
 	start := time.Now()
-	if err := c.Start(ctx); err != nil {
-		t.Fatalf("testenv: restart %s: %v", s.kind, err)
-	}
-	if err := s.ready(ctx); err != nil {
-		t.Fatalf("testenv: restart %s: %v", s.kind, err)
-	}
+	s.do(t, "Restart", func(c *launch.Container, ctx context.Context) error {
+		if err := c.Start(ctx); err != nil {
+			return err
+		}
+		_, err := c.Ready(ctx)
+		return err
+	})
 	t.Logf("testenv: %s restarted in %v", s.kind, time.Since(start).Round(time.Millisecond))
 }
 
@@ -166,147 +116,39 @@ func (s *Server) Restart(t testing.TB) {
 // client and server; for that, see Proxy).
 func (s *Server) Disconnect(t testing.TB) {
 	t.Helper()
-	c := s.container(t, "Disconnect")
-	if s.net == nil {
-		t.Fatalf("testenv: Disconnect of a %s server that is not a cluster member", s.kind)
-	}
-	ctx, cancel := opContext()
-	defer cancel()
-	if _, err := s.cli.NetworkDisconnect(ctx, s.net.ID, client.NetworkDisconnectOptions{Container: c.ID, Force: true}); err != nil {
-		t.Fatalf("testenv: disconnect %s: %v", s.alias, err)
-	}
+	s.do(t, "Disconnect", func(c *launch.Container, ctx context.Context) error {
+		if c.Spec.Network == nil {
+			t.Fatalf("testenv: Disconnect of a %s server that is not a cluster member", s.kind)
+		}
+		return c.Disconnect(ctx, c.Spec.Network)
+	})
 }
 
 // Reconnect undoes Disconnect, under the same name on the network.
 func (s *Server) Reconnect(t testing.TB) {
 	t.Helper()
-	c := s.container(t, "Reconnect")
-	if s.net == nil {
-		t.Fatalf("testenv: Reconnect of a %s server that is not a cluster member", s.kind)
-	}
-	ctx, cancel := opContext()
-	defer cancel()
-	_, err := s.cli.NetworkConnect(ctx, s.net.ID, client.NetworkConnectOptions{
-		Container:      c.ID,
-		EndpointConfig: &network.EndpointSettings{Aliases: []string{s.alias}},
+	s.do(t, "Reconnect", func(c *launch.Container, ctx context.Context) error {
+		if c.Spec.Network == nil {
+			t.Fatalf("testenv: Reconnect of a %s server that is not a cluster member", s.kind)
+		}
+		return c.Connect(ctx, c.Spec.Network)
 	})
-	if err != nil {
-		t.Fatalf("testenv: reconnect %s: %v", s.alias, err)
-	}
 }
 
-// ready waits until the server answers its probe, re-reading the published
-// port first.
-func (s *Server) ready(ctx context.Context) error {
-	p, err := s.c.MappedPort(ctx, portSpec(s.port))
+// startServer runs sp and, unless noWait, waits until it answers. On error
+// the container, if one was made, is already removed.
+func startServer(ctx context.Context, d *launch.Docker, sp launch.Spec, noWait bool) (*Server, error) {
+	c, err := d.Run(ctx, sp)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.mu.Lock()
-	s.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(int(p.Num())))
-	if s.kind == "postgres" {
-		s.dsn = "postgres://postgres@" + s.addr + "/postgres?sslmode=disable"
-	}
-	s.mu.Unlock()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = s.probe(pctx, s)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not answering (%v); last log lines:\n%s", err, s.logTail())
-		case <-time.After(100 * time.Millisecond):
+	if !noWait {
+		if _, err := c.Ready(ctx); err != nil {
+			c.Remove(context.WithoutCancel(ctx))
+			return nil, err
 		}
 	}
-}
-
-// logTail returns the end of the container's log, for error messages.
-func (s *Server) logTail() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	r, err := s.c.Logs(ctx)
-	if err != nil {
-		return err.Error()
-	}
-	defer r.Close()
-	b, _ := io.ReadAll(r)
-	return string(tail(b, 2000))
-}
-
-// spec says how to run one server.
-type spec struct {
-	kind       string
-	image      string
-	entrypoint []string
-	cmd        []string
-	port       int
-	net        *testcontainers.DockerNetwork
-	alias      string
-	probe      func(ctx context.Context, s *Server) error
-	// extraHosts are /etc/hosts lines ("name:ip", ip may be host-gateway).
-	extraHosts []string
-	// noWait skips the readiness probe: cluster members answer only once a
-	// quorum has formed, which the caller waits for.
-	noWait bool
-}
-
-func portSpec(p int) string { return strconv.Itoa(p) + "/tcp" }
-
-// startServer creates and starts a container. On error the container, if
-// one was made, is already removed.
-func startServer(ctx context.Context, cli *testcontainers.DockerClient, sp spec) (*Server, error) {
-	startWatchdog()
-	port := portSpec(sp.port)
-	req := testcontainers.ContainerRequest{
-		Name:         fmt.Sprintf("locker-test-%s-%s", sp.kind, randomID(4)),
-		Image:        sp.image,
-		Entrypoint:   sp.entrypoint,
-		Cmd:          sp.cmd,
-		ExposedPorts: []string{port},
-		Labels:       labels(),
-		HostConfigModifier: func(hc *container.HostConfig) {
-			// Published on loopback only, under the number the server
-			// listens on (see the package doc, Addresses).
-			hc.PortBindings = network.PortMap{network.MustParsePort(port): {{
-				HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(sp.port),
-			}}}
-			hc.ExtraHosts = sp.extraHosts
-		},
-	}
-	if sp.net != nil {
-		// The default bridge carries the published port, the cluster
-		// network the peer traffic: Disconnect cuts only the latter.
-		req.Networks = []string{"bridge", sp.net.Name}
-		req.NetworkAliases = map[string][]string{sp.net.Name: {sp.alias}}
-	}
-	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
-	if err != nil {
-		if c != nil {
-			removeContainer(context.Background(), cli, c.GetContainerID())
-		}
-		return nil, fmt.Errorf("start %s container: %w", sp.kind, err)
-	}
-	s := &Server{kind: sp.kind, c: c.(*testcontainers.DockerContainer), cli: cli, port: sp.port, net: sp.net, alias: sp.alias, probe: sp.probe}
-	if sp.noWait {
-		return s, s.readAddr(ctx)
-	}
-	if err := s.ready(ctx); err != nil {
-		s.remove()
-		return nil, fmt.Errorf("%s: %w", sp.kind, err)
-	}
-	return s, nil
-}
-
-// readAddr sets the address without waiting for the server.
-func (s *Server) readAddr(ctx context.Context) error {
-	probe := s.probe
-	s.probe = func(context.Context, *Server) error { return nil }
-	err := s.ready(ctx)
-	s.probe = probe
-	return err
+	return newServer(c), nil
 }
 
 // remove removes the container, whatever its state.
@@ -316,37 +158,5 @@ func (s *Server) remove() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	removeContainer(ctx, s.cli, s.c.ID)
-}
-
-// Host ports are chosen by testenv, not Docker, so that servers can be told
-// their published address before they start. They come from below the
-// kernel's ephemeral range (32768 and up on Linux), where outgoing
-// connections take their local ports and could steal a killed server's port
-// before it restarts.
-var (
-	portsMu sync.Mutex
-	ports   = map[int]bool{}
-)
-
-// freePort returns a port free on 127.0.0.1 and not handed out before by
-// this process. A port free now may be taken by another process before the
-// container binds it; the odds are small and the failure loud.
-func freePort() (int, error) {
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for range 1000 {
-		p := 20000 + rand.IntN(12000)
-		if ports[p] {
-			continue
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		ports[p] = true
-		return p, nil
-	}
-	return 0, fmt.Errorf("no free port in 20000-32000")
+	s.c.Remove(ctx)
 }

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/distlock/locker/internal/launch"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -28,29 +28,17 @@ func Main(m *testing.M) {
 // cache-mode Redis would. Tests isolate themselves by key prefix.
 func Redis(t testing.TB) *Server {
 	t.Helper()
-	return single(t, "redis", "LOCKER_TEST_REDIS_ADDR", func(img images, port int) spec {
-		return redisSpec(img, port)
+	return single(t, "redis", "LOCKER_TEST_REDIS_ADDR", func(img images, port int) launch.Spec {
+		return launch.Redis(img.server, port)
 	})
-}
-
-func redisSpec(img images, port int, extra ...string) spec {
-	return spec{
-		kind:       "redis",
-		image:      img.server,
-		entrypoint: []string{"redis-server"},
-		cmd: append([]string{"--port", strconv.Itoa(port), "--bind", "0.0.0.0", "--protected-mode", "no",
-			"--save", "", "--appendonly", "no"}, extra...),
-		port:  port,
-		probe: redisPing,
-	}
 }
 
 // Etcd returns the shared etcd 3.6 single-member cluster. Tests isolate
 // themselves by key prefix.
 func Etcd(t testing.TB) *Server {
 	t.Helper()
-	return single(t, "etcd", "LOCKER_TEST_ETCD_ENDPOINTS", func(img images, port int) spec {
-		return etcdSpec(img.etcd, nil, port, "e1", "e1=http://127.0.0.1:2380", "http://127.0.0.1:2380", "locker-"+randomID(4))
+	return single(t, "etcd", "LOCKER_TEST_ETCD_ENDPOINTS", func(img images, port int) launch.Spec {
+		return launch.EtcdSingle(img.etcd, nil, port)
 	})
 }
 
@@ -58,75 +46,22 @@ func Etcd(t testing.TB) *Server {
 // that clients still work against the oldest server users may run.
 func Etcd34(t testing.TB) *Server {
 	t.Helper()
-	return single(t, "etcd34", "LOCKER_TEST_ETCD34_ENDPOINTS", func(img images, port int) spec {
-		sp := etcdSpec(img.server, []string{"etcd", "--logger", "zap"}, port, "e1", "e1=http://127.0.0.1:2380", "http://127.0.0.1:2380", "locker-"+randomID(4))
-		sp.kind = "etcd34"
+	return single(t, "etcd34", "LOCKER_TEST_ETCD34_ENDPOINTS", func(img images, port int) launch.Spec {
+		sp := launch.EtcdSingle(img.server, []string{"etcd", "--logger", "zap"}, port)
+		sp.Kind = "etcd34"
 		return sp
 	})
 }
 
-// etcdSpec runs member name of cluster initial; entrypoint nil means the
-// image's own.
-func etcdSpec(image string, entrypoint []string, port int, name, initial, peerURL, token string) spec {
-	sp := spec{kind: "etcd", image: image, entrypoint: entrypoint, port: port, probe: etcdHealth}
-	client := "http://127.0.0.1:" + strconv.Itoa(port)
-	sp.cmd = []string{
-		"--name", name, "--data-dir", "/data",
-		"--listen-client-urls", "http://0.0.0.0:" + strconv.Itoa(port),
-		// What the server tells clients (the member list the client
-		// balances over): the address the test process dials.
-		"--advertise-client-urls", client,
-		"--listen-peer-urls", "http://0.0.0.0:2380",
-		"--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", initial,
-		// The same for every member of one cluster, unique across clusters:
-		// members of different tests' clusters must never merge.
-		"--initial-cluster-token", token,
-		"--log-level", "warn",
-	}
-	return sp
-}
-
-// zkConfig is ZooKeeper's configuration. tickTime=200 lets tests use short
-// sessions; the session limits are set explicitly because the defaults
-// (2 and 20 ticks) would cap sessions at 4 s.
-const zkConfig = `tickTime=200
-initLimit=20
-syncLimit=10
-dataDir=/data
-clientPort=%d
-admin.enableServer=false
-4lw.commands.whitelist=*
-minSessionTimeout=400
-maxSessionTimeout=60000
-quorumListenOnAllIPs=true
-`
+// zkJVM are the JVM flags of the tests' ZooKeeper servers: the client
+// compiler only, which starts a server in about half the time; a benchmark
+// run leaves it out, for the peak speed of the optimising compiler.
+const zkJVM = "-XX:TieredStopAtLevel=1"
 
 // zkSpec runs ZooKeeper 3.8 with myid id; servers are the server.N lines of
 // an ensemble, empty for a standalone server.
-func zkSpec(img images, port, id int, servers string) spec {
-	return zkSpecWith(img, port, id, servers, "", "")
-}
-
-// zkSpecWith is zkSpec with more shell lines run before the server starts
-// (setup) and more JVM flags (flags).
-func zkSpecWith(img images, port, id int, servers, setup, flags string) spec {
-	script := fmt.Sprintf(`set -e
-mkdir -p /data
-echo %d >/data/myid
-%s
-cat >/tmp/zoo.cfg <<'EOF'
-%s%sEOF
-exec java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.log.dir=/tmp %s \
-	-cp '/usr/share/java/*:/etc/zookeeper/conf' org.apache.zookeeper.server.quorum.QuorumPeerMain /tmp/zoo.cfg
-`, id, setup, fmt.Sprintf(zkConfig, port), servers, flags)
-	return spec{
-		kind:       "zookeeper",
-		image:      img.server,
-		entrypoint: []string{"sh", "-c", script},
-		port:       port,
-		probe:      zkServing,
-	}
+func zkSpec(img images, port, id int, servers string) launch.Spec {
+	return launch.ZooKeeper(img.server, port, launch.ZooKeeperOptions{ID: id, Servers: servers, JVM: zkJVM})
 }
 
 // ZooKeeper returns the shared ZooKeeper 3.8 standalone server (tickTime=200,
@@ -134,7 +69,7 @@ exec java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.log.dir=
 // by chroot path.
 func ZooKeeper(t testing.TB) *Server {
 	t.Helper()
-	return single(t, "zookeeper", "LOCKER_TEST_ZOOKEEPER_ADDR", func(img images, port int) spec {
+	return single(t, "zookeeper", "LOCKER_TEST_ZOOKEEPER_ADDR", func(img images, port int) launch.Spec {
 		return zkSpec(img, port, 1, "")
 	})
 }
@@ -147,20 +82,22 @@ func ZooKeeper(t testing.TB) *Server {
 // ZooKeeper's on-disk format, its first zxid 1.
 func ZooKeeperFromLog(t testing.TB, txnLog []byte) *Server {
 	t.Helper()
-	cli := needDocker(t, "LOCKER_TEST_ZOOKEEPER_ADDR")
-	server, etcd := findImagesOnce(t)
-	port, err := freePort()
+	d := needDocker(t, "LOCKER_TEST_ZOOKEEPER_ADDR")
+	server, _ := findImagesOnce(t)
+	port, err := launch.FreePort()
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	setup := "mkdir -p /data/version-2\necho " + base64.StdEncoding.EncodeToString(txnLog) + " | base64 -d >/data/version-2/log.1"
-	// Without a snapshot, the server refuses to replay a log unless told
-	// to trust the empty snapshot.
-	sp := zkSpecWith(images{server, etcd}, port, 1, "", setup, "-Dzookeeper.snapshot.trust.empty=true")
+	sp := launch.ZooKeeper(server, port, launch.ZooKeeperOptions{
+		Setup: "mkdir -p /data/version-2\necho " + base64.StdEncoding.EncodeToString(txnLog) + " | base64 -d >/data/version-2/log.1",
+		// Without a snapshot, the server refuses to replay a log unless
+		// told to trust the empty snapshot.
+		JVM: zkJVM + " -Dzookeeper.snapshot.trust.empty=true",
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	s, err := startServer(ctx, cli, sp)
+	s, err := startServer(ctx, d, sp, false)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
@@ -169,40 +106,21 @@ func ZooKeeperFromLog(t testing.TB, txnLog []byte) *Server {
 	return s
 }
 
-// pgScript initialises a cluster on first start only, so that a restarted
-// server keeps its data. initdb's trust applies to local connections only,
-// and ours come from the bridge gateway, hence the host line. fsync is off:
-// the faults the tests inject kill the server's processes, never the kernel,
-// so what PostgreSQL wrote survives them in the page cache either way; with
-// fsync on, every commit waits on the engine's storage driver (here
+// pgSettings are the tests' PostgreSQL settings. fsync is off: the faults
+// the tests inject kill the server's processes, never the kernel, so what
+// PostgreSQL wrote survives them in the page cache either way; with fsync
+// on, every commit waits on the engine's storage driver (here
 // fuse-overlayfs), and a process stuck there cannot be frozen by docker
 // pause ("unable to freeze").
-const pgScript = `set -e
-D=/var/lib/locker/pg
-run() { setpriv --reuid=postgres --regid=postgres --init-groups "$@"; }
-if [ ! -s $D/PG_VERSION ]; then
-	mkdir -p $D
-	chown postgres:postgres $D
-	run initdb -D $D -A trust -U postgres --no-sync >/tmp/initdb.log
-	echo 'host all all 0.0.0.0/0 trust' >>$D/pg_hba.conf
-fi
-exec setpriv --reuid=postgres --regid=postgres --init-groups postgres -D $D -p %d \
-	-c listen_addresses='*' -c unix_socket_directories=/tmp -c max_connections=200 -c fsync=off
-`
+var pgSettings = []string{"max_connections=200", "fsync=off"}
 
 // Postgres returns the shared PostgreSQL 15 server, trust authentication,
 // user postgres. Tests isolate themselves by database (see PostgresDB) or
 // table name.
 func Postgres(t testing.TB) *Server {
 	t.Helper()
-	return single(t, "postgres", "LOCKER_TEST_POSTGRES_DSN", func(img images, port int) spec {
-		return spec{
-			kind:       "postgres",
-			image:      img.server,
-			entrypoint: []string{"sh", "-c", fmt.Sprintf(pgScript, port)},
-			port:       port,
-			probe:      pgPing,
-		}
+	return single(t, "postgres", "LOCKER_TEST_POSTGRES_DSN", func(img images, port int) launch.Spec {
+		return launch.Postgres(img.server, port, pgSettings...)
 	})
 }
 
@@ -211,7 +129,7 @@ func Postgres(t testing.TB) *Server {
 func PostgresDB(t testing.TB) string {
 	t.Helper()
 	base := Postgres(t).DSN()
-	name := "t_" + randomID(6)
+	name := "t_" + launch.RandomID(6)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := pgExec(ctx, base, "CREATE DATABASE "+name); err != nil {
@@ -264,12 +182,12 @@ var (
 
 // single returns the shared server of this kind: the external one envVar
 // names, or a container started on first use.
-func single(t testing.TB, kind, envVar string, mk func(images, int) spec) *Server {
+func single(t testing.TB, kind, envVar string, mk func(images, int) launch.Spec) *Server {
 	t.Helper()
 	if v := os.Getenv(envVar); v != "" {
 		return external(t, kind, envVar, v)
 	}
-	cli := needDocker(t, envVar)
+	d := needDocker(t, envVar)
 	server, etcd := findImagesOnce(t)
 	sharedMu.Lock()
 	e := shared[kind]
@@ -282,11 +200,11 @@ func single(t testing.TB, kind, envVar string, mk func(images, int) spec) *Serve
 	defer e.mu.Unlock()
 	if !e.tried {
 		e.tried = true
-		port, err := freePort()
+		port, err := launch.FreePort()
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			start := time.Now()
-			e.s, e.err = startServer(ctx, cli, mk(images{server, etcd}, port))
+			e.s, e.err = startServer(ctx, d, mk(images{server, etcd}, port), false)
 			cancel()
 			if e.err == nil {
 				t.Logf("testenv: %s started in %v at %s", kind, time.Since(start).Round(time.Millisecond), e.s.Addr())

@@ -1,4 +1,4 @@
-package testenv
+package launch
 
 import (
 	"context"
@@ -12,12 +12,32 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
-	"github.com/testcontainers/testcontainers-go"
 )
 
-// watchdogEnv names the variable that turns a re-executed test binary into
+// Labels put on every container and network this package makes, so that
+// leftovers can be found and removed.
+const (
+	// LabelKey marks a container or network as made by this package.
+	LabelKey = "org.distlock.locker.test"
+	// labelPID holds the id of the process that made it, to tell live
+	// processes' containers from leftovers of dead ones.
+	labelPID = "org.distlock.locker.test.pid"
+	// labelStart holds that process's start time, so a reused pid is not
+	// mistaken for the process that made the container.
+	labelStart = "org.distlock.locker.test.start"
+)
+
+func init() {
+	// The watchdog is this same binary started again; it must do its job
+	// before anything else runs.
+	if parent := os.Getenv(watchdogEnv); parent != "" {
+		runWatchdog(parent)
+	}
+}
+
+// watchdogEnv names the variable that turns a re-executed binary into
 // the watchdog of the process given in its value ("pid:start").
-const watchdogEnv = "LOCKER_TESTENV_WATCHDOG"
+const watchdogEnv = "LOCKER_LAUNCH_WATCHDOG"
 
 // self identifies this process in labels.
 var self = struct{ pid, start string }{strconv.Itoa(os.Getpid()), procStart(os.Getpid())}
@@ -63,28 +83,24 @@ func alive(l map[string]string) bool {
 	return true
 }
 
-// removeLeftovers removes the containers and networks of test processes
+// removeLeftovers removes the containers and networks of processes
 // that died without cleaning up (killed, timed out, crashed before their
-// watchdog ran). Those of live processes — other packages' test binaries
-// running in parallel — are left alone.
-func removeLeftovers(ctx context.Context, cli *testcontainers.DockerClient) {
+// watchdog ran). Those of live processes — other test binaries or
+// benchmark runs in parallel — are left alone.
+func removeLeftovers(ctx context.Context, cli *client.Client) {
 	removeLabelled(ctx, cli, func(l map[string]string) bool { return !alive(l) })
 }
 
-// removeLabelled force-removes every testenv container, then network, whose
+// removeLabelled force-removes every container, then network, whose
 // labels match.
-func removeLabelled(ctx context.Context, cli *testcontainers.DockerClient, match func(map[string]string) bool) {
+func removeLabelled(ctx context.Context, cli *client.Client, match func(map[string]string) bool) {
 	f := make(client.Filters).Add("label", LabelKey)
 	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err == nil {
 		var wg sync.WaitGroup
 		for _, c := range cs.Items {
 			if match(c.Labels) {
-				wg.Add(1)
-				go func(id string) {
-					defer wg.Done()
-					removeContainer(ctx, cli, id)
-				}(c.ID)
+				wg.Go(func() { removeContainer(ctx, cli, c.ID) })
 			}
 		}
 		wg.Wait()
@@ -101,7 +117,7 @@ func removeLabelled(ctx context.Context, cli *testcontainers.DockerClient, match
 
 // removeContainer removes a container whatever its state. A paused container
 // is unpaused first: a frozen process cannot act on the kill.
-func removeContainer(ctx context.Context, cli *testcontainers.DockerClient, id string) error {
+func removeContainer(ctx context.Context, cli *client.Client, id string) error {
 	cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
 	_, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	return err
@@ -113,7 +129,7 @@ var watchdogOnce sync.Once
 // process's containers and networks when this process dies without doing so
 // itself. It notices the death as the end of its standard input, a pipe
 // whose only writer is this process: the kernel closes it however the
-// process ends, even by SIGKILL. It is what Ryuk does, without an image.
+// process ends, even by SIGKILL. It is what testcontainers' Ryuk does, without an image.
 func startWatchdog() {
 	watchdogOnce.Do(func() {
 		exe, err := os.Executable()
@@ -155,8 +171,7 @@ func runWatchdog(parent string) {
 	pid, start, _ := strings.Cut(parent, ":")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-	if err == nil {
+	if cli, err := newClient(); err == nil {
 		removeLabelled(ctx, cli, func(l map[string]string) bool {
 			return l[labelPID] == pid && l[labelStart] == start
 		})

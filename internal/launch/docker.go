@@ -1,0 +1,287 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+)
+
+// Docker is a client of the local Docker engine.
+type Docker struct{ cli *client.Client }
+
+var (
+	dockerOnce sync.Once
+	docker     *Docker
+	dockerErr  error
+)
+
+func newClient() (*client.Client, error) {
+	return client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+}
+
+// Connect returns this process's client of the Docker engine, or why there
+// is none. The first call also removes leftovers of dead processes.
+func Connect(ctx context.Context) (*Docker, error) {
+	dockerOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		cli, err := newClient()
+		if err != nil {
+			dockerErr = err
+			return
+		}
+		if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+			cli.Close()
+			dockerErr = err
+			return
+		}
+		removeLeftovers(ctx, cli)
+		docker = &Docker{cli: cli}
+	})
+	return docker, dockerErr
+}
+
+// A Container is one started container.
+type Container struct {
+	ID   string
+	Spec Spec
+	d    *Docker
+}
+
+// Run creates and starts a container of sp, without waiting for its
+// servers (see [Container.Ready]). On error the container, if one was made,
+// is already removed.
+func (d *Docker) Run(ctx context.Context, sp Spec) (_ *Container, err error) {
+	startWatchdog()
+	cfg := &container.Config{
+		Image:        sp.Image,
+		Entrypoint:   sp.Entrypoint,
+		Cmd:          sp.Cmd,
+		Labels:       labels(),
+		ExposedPorts: network.PortSet{},
+	}
+	hc := &container.HostConfig{PortBindings: network.PortMap{}, ExtraHosts: sp.ExtraHosts}
+	for _, s := range sp.Services {
+		// Published on loopback only, under the number the server listens
+		// on (see the package doc, Addresses).
+		p := network.MustParsePort(strconv.Itoa(s.Port) + "/tcp")
+		cfg.ExposedPorts[p] = struct{}{}
+		hc.PortBindings[p] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(s.Port)}}
+	}
+	r, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: "locker-test-" + sp.Kind + "-" + RandomID(4), Config: cfg, HostConfig: hc,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create %s container: %w", sp.Kind, err)
+	}
+	c := &Container{ID: r.ID, Spec: sp, d: d}
+	defer func() {
+		if err != nil {
+			c.Remove(context.WithoutCancel(ctx))
+		}
+	}()
+	if sp.Network != nil {
+		// The default bridge carries the published ports, the private
+		// network the peer traffic: Disconnect cuts only the latter.
+		if err := c.Connect(ctx, sp.Network); err != nil {
+			return nil, fmt.Errorf("%s: %w", sp.Kind, err)
+		}
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start %s container: %w%s", sp.Kind, err, c.LogTail())
+	}
+	return c, nil
+}
+
+// Start starts the container again after Kill. It keeps its filesystem.
+func (c *Container) Start(ctx context.Context) error {
+	_, err := c.d.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{})
+	return err
+}
+
+// Ready waits until every server of the container answers its probe and
+// returns their versions, in the order of Spec.Services.
+func (c *Container) Ready(ctx context.Context) ([]string, error) {
+	versions := make([]string, len(c.Spec.Services))
+	for i, s := range c.Spec.Services {
+		v, err := s.Ready(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w%s", s.Kind, err, c.LogTail())
+		}
+		versions[i] = v
+	}
+	return versions, nil
+}
+
+// pauseAttempts bounds the tries of one Pause.
+const pauseAttempts = 4
+
+// Pause freezes every process of the container (the cgroup freezer: like
+// SIGSTOP, unnoticeable to the process).
+func (c *Container) Pause(ctx context.Context) error {
+	// The freezer gives up when a task will not stop in time ("unable to
+	// freeze"), which happens on a loaded machine; it says nothing about
+	// the server, so try again a few times.
+	var err error
+	for attempt := range pauseAttempts {
+		if _, err = c.d.cli.ContainerPause(ctx, c.ID, client.ContainerPauseOptions{}); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// Unpause lets a paused container run on.
+func (c *Container) Unpause(ctx context.Context) error {
+	_, err := c.d.cli.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{})
+	return err
+}
+
+// Kill SIGKILLs the container's processes and returns once it has stopped.
+func (c *Container) Kill(ctx context.Context) error {
+	// A frozen process cannot die; a paused container must be killable too.
+	c.d.cli.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{})
+	if _, err := c.d.cli.ContainerKill(ctx, c.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		return err
+	}
+	for {
+		r, err := c.d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			return err
+		}
+		if r.Container.State == nil || !r.Container.State.Running {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("still running")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Remove removes the container whatever its state.
+func (c *Container) Remove(ctx context.Context) error {
+	return removeContainer(ctx, c.d.cli, c.ID)
+}
+
+// Endpoint returns the container's address and its gateway on network name
+// ("bridge" for the default).
+func (c *Container) Endpoint(ctx context.Context, name string) (ip, gateway netip.Addr, err error) {
+	r, err := c.d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return ip, gateway, err
+	}
+	ep := r.Container.NetworkSettings.Networks[name]
+	if ep == nil || !ep.IPAddress.IsValid() {
+		return ip, gateway, fmt.Errorf("%s container has no address on network %s", c.Spec.Kind, name)
+	}
+	return ep.IPAddress, ep.Gateway, nil
+}
+
+// Exec runs cmd in the container and returns its exit code and output.
+func (c *Container) Exec(ctx context.Context, cmd ...string) (int, string, error) {
+	e, err := c.d.cli.ExecCreate(ctx, c.ID, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return 0, "", err
+	}
+	a, err := c.d.cli.ExecAttach(ctx, e.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, "", err
+	}
+	var out bytes.Buffer
+	_, err = stdcopy.StdCopy(&out, &out, a.Reader)
+	a.Close()
+	if err != nil {
+		return 0, out.String(), err
+	}
+	r, err := c.d.cli.ExecInspect(ctx, e.ID, client.ExecInspectOptions{})
+	return r.ExitCode, out.String(), err
+}
+
+// LogTail returns the end of the container's output, for error messages,
+// after a line break.
+func (c *Container) LogTail() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := c.d.cli.ContainerLogs(ctx, c.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "40"})
+	if err != nil {
+		return "\n(no log: " + err.Error() + ")"
+	}
+	defer r.Close()
+	var b bytes.Buffer
+	stdcopy.StdCopy(&b, &b, io.LimitReader(r, 64<<10))
+	return fmt.Sprintf("\nlast lines of the %s container's log:\n%s", c.Spec.Kind, tail(b.Bytes(), 2000))
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// A Network is a private network of containers, such as a cluster's.
+type Network struct {
+	ID, Name string
+	d        *Docker
+}
+
+// NewNetwork creates a bridge network.
+func (d *Docker) NewNetwork(ctx context.Context) (*Network, error) {
+	startWatchdog()
+	name := "locker-test-" + RandomID(6)
+	r, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: labels()})
+	if err != nil {
+		return nil, fmt.Errorf("create network: %w", err)
+	}
+	return &Network{ID: r.ID, Name: name, d: d}, nil
+}
+
+// Remove removes the network; its members must be gone.
+func (n *Network) Remove(ctx context.Context) error {
+	_, err := n.d.cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+	return err
+}
+
+// Disconnect cuts the container off network n (its Spec's).
+func (c *Container) Disconnect(ctx context.Context, n *Network) error {
+	_, err := c.d.cli.NetworkDisconnect(ctx, n.ID, client.NetworkDisconnectOptions{Container: c.ID, Force: true})
+	return err
+}
+
+// Connect attaches the container to network n under its Spec's Alias.
+func (c *Container) Connect(ctx context.Context, n *Network) error {
+	_, err := c.d.cli.NetworkConnect(ctx, n.ID, client.NetworkConnectOptions{
+		Container:      c.ID,
+		EndpointConfig: &network.EndpointSettings{Aliases: []string{c.Spec.Alias}},
+	})
+	return err
+}
+
+// RandomID returns n random bytes in hex, for names that must not collide
+// between tests and processes.
+func RandomID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

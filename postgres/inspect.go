@@ -1,0 +1,194 @@
+package postgres
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/driver"
+)
+
+// describeSQL describes the lock rows that match where (parameters from $3),
+// in key order, at most $2 of them, without locking anything: a row is held
+// when its xmax is a running transaction (whose own lock on its id, in
+// pg_locks, is granted) — the transaction that locked it FOR UPDATE; the
+// holder's session (pg_stat_activity) shows the token, the TTL and the
+// label (holderAppName), whether it is idle, since when, and when its
+// transaction began; the holder record counts if its token is the holder's.
+// Waiters are the ungranted entries of pg_locks that wait for the holder's
+// transaction (the first in the queue) or for the row's tuple lock (the
+// others). $1 is the table, for its oid.
+func (b *backend) describeSQL(where string) string {
+	return "WITH locks AS MATERIALIZED (SELECT locktype, database, relation, page, tuple, transactionid, pid, mode, granted " +
+		"FROM pg_locks WHERE locktype IN ('transactionid', 'tuple')), " +
+		"r AS (SELECT key, xmax, (ctid::text::point)[0]::int AS page, (ctid::text::point)[1]::int AS tup FROM " + b.n.table +
+		" WHERE " + where + " ORDER BY key LIMIT $2) " +
+		"SELECT r.key, h.pid IS NOT NULL, a.application_name, a.state, " +
+		"(extract(epoch FROM clock_timestamp() - a.state_change) * 1000)::bigint, a.xact_start, rec.token, rec.label, rec.value, " +
+		"(SELECT count(*) FROM locks w WHERE NOT w.granted AND (" +
+		"(h.pid IS NOT NULL AND w.locktype = 'transactionid' AND w.transactionid = r.xmax) OR " +
+		"(w.locktype = 'tuple' AND w.database = (SELECT oid FROM pg_database WHERE datname = current_database()) " +
+		"AND w.relation = $1::regclass AND w.page = r.page AND w.tuple = r.tup))) " +
+		"FROM r LEFT JOIN LATERAL (SELECT l.pid FROM locks l WHERE l.locktype = 'transactionid' AND l.transactionid = r.xmax " +
+		"AND l.granted AND l.mode = 'ExclusiveLock' LIMIT 1) AS h ON true " +
+		"LEFT JOIN pg_stat_activity AS a ON a.pid = h.pid " +
+		"LEFT JOIN " + b.n.table + " AS rec ON h.pid IS NOT NULL AND rec.key = decode('ff', 'hex') || r.key " +
+		"ORDER BY r.key"
+}
+
+// described is one lock as describeSQL shows it; ttl is the holder's full
+// TTL (0 if unknown), which bounds its life from now when info.TTL is
+// unknown.
+type described struct {
+	info driver.LockInfo
+	ttl  time.Duration
+}
+
+// describe runs describeSQL on q.
+func (b *backend) describe(ctx context.Context, q *pgx.Conn, where string, limit int, args ...any) ([]described, error) {
+	rows, err := q.Query(ctx, b.describeSQL(where), append([]any{b.n.table, limit}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	var out []described
+	for rows.Next() {
+		var (
+			key                []byte
+			held               bool
+			app, state, rlabel *string
+			rvalue             *string
+			idleMS, rtoken     *int64
+			xactStart          *time.Time
+			waiters            int64
+		)
+		if err := rows.Scan(&key, &held, &app, &state, &idleMS, &xactStart, &rtoken, &rlabel, &rvalue, &waiters); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		d := described{info: driver.LockInfo{Key: string(key), Held: held, Waiters: int(waiters)}}
+		if held {
+			d.info.TTL = -1
+			if xactStart != nil {
+				// The lock transaction's start: the grant for a TryAcquire,
+				// the start of the wait for an Acquire that waited.
+				d.info.Granted = *xactStart
+			}
+			h, ok := holderApp{}, false
+			if app != nil {
+				h, ok = parseHolderApp(*app)
+			}
+			if ok {
+				d.ttl = h.ttl
+				d.info.Token, d.info.Label = h.token, h.label
+				if rtoken != nil && uint64(*rtoken) == h.token {
+					if rlabel != nil {
+						d.info.Label = *rlabel
+					}
+					if rvalue != nil {
+						d.info.Value = *rvalue
+					}
+				}
+				switch {
+				case state == nil:
+					// Another role's session without pg_read_all_stats: the
+					// time left is unknown.
+				case *state == "idle in transaction" && idleMS != nil:
+					d.info.TTL = max(0, h.ttl-time.Duration(*idleMS)*time.Millisecond)
+				default:
+					// Running a statement (a refresh): the idle timer stands.
+					d.info.TTL = h.ttl
+				}
+			}
+		}
+		out = append(out, d)
+	}
+	rows.Close()
+	return out, rows.Err()
+}
+
+// inspectOn describes key, with one statement on conn.
+func (b *backend) inspectOn(ctx context.Context, conn *pgx.Conn, key string) (described, error) {
+	ds, err := b.describe(ctx, conn, "key = $3", 1, []byte(key))
+	if err != nil {
+		return described{}, fmt.Errorf("postgres: inspect: %w", err)
+	}
+	if len(ds) == 0 {
+		return described{info: driver.LockInfo{Key: key}}, nil
+	}
+	return ds[0], nil
+}
+
+// withConn runs f on a pool connection, once the schema is there.
+func (b *backend) withConn(ctx context.Context, f func(*pgx.Conn) error) error {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: getting a pool connection: %w", err)
+	}
+	defer conn.Release()
+	if err := b.ensureSchema(ctx, conn.Conn()); err != nil {
+		return err
+	}
+	return f(conn.Conn())
+}
+
+// Inspect implements driver.Inspector from the catalog: it never locks.
+func (b *backend) Inspect(ctx context.Context, key string) (driver.LockInfo, error) {
+	var d described
+	err := b.withConn(ctx, func(conn *pgx.Conn) error {
+		var err error
+		d, err = b.inspectOn(ctx, conn, key)
+		return err
+	})
+	return d.info, err
+}
+
+// List implements driver.Inspector in key order, by keyset: the cursor is
+// the last key read, in hex. One call reads at most limit lock rows, held
+// or not.
+func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.LockInfo, string, error) {
+	after, err := hex.DecodeString(cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: postgres: list cursor %q", locker.ErrInvalidOption, cursor)
+	}
+	var ds []described
+	err = b.withConn(ctx, func(conn *pgx.Conn) error {
+		ds, err = b.describe(ctx, conn, "key > $3 AND key >= $4 AND key < $5", limit,
+			append([]byte{}, after...), append([]byte{}, prefix...), upperBound(prefix))
+		return err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres: list: %w", err)
+	}
+	var held []driver.LockInfo
+	for _, d := range ds {
+		if d.info.Held {
+			held = append(held, d.info)
+		}
+	}
+	next := ""
+	if len(ds) == limit && limit > 0 {
+		next = hex.EncodeToString([]byte(ds[len(ds)-1].info.Key))
+	}
+	return held, next, nil
+}
+
+// upperBound returns the least byte string above every key that starts
+// with prefix, and at most 0xff, where holder records begin.
+func upperBound(prefix string) []byte {
+	b := []byte(prefix)
+	for len(b) > 0 {
+		if last := len(b) - 1; b[last] < 0xff {
+			b[last]++
+			if b[0] < 0xff {
+				return b
+			}
+			break
+		}
+		b = b[:len(b)-1]
+	}
+	return []byte{0xff}
+}
