@@ -279,4 +279,3 @@ func cleanPermitConn(conn *pgxpool.Conn) {
 		_ = conn.Conn().Close(ctx)
 	}
 }
-
