@@ -145,7 +145,7 @@ func (b *backend) inspectOn(ctx context.Context, conn *pgx.Conn, key string) (de
 
 // permitted describes an N-permit key by its permits, if any is held (else
 // by its lock row, which a lock may hold): as the holder, the one with the
-// lowest token (the earliest granted); as waiters, the acquisitions in the
+// lowest token (the earliest granted); as waiters, the Acquires in the
 // key's queue.
 func (b *backend) permitted(ctx context.Context, conn *pgx.Conn, d described) (described, error) {
 	if d.permits <= 1 {
@@ -166,7 +166,9 @@ func (b *backend) permitted(ctx context.Context, conn *pgx.Conn, d described) (d
 	}
 	q := uint64(b.queueLock(d.info.Key))
 	var waiters int64
-	err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "+
+	// Every holder of the queue lock or waiter for it waits for a permit
+	// (the first in the queue holds it until it has one).
+	err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' "+
 		"AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "+
 		"AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1", int64(q>>32), int64(q&0xffffffff)).Scan(&waiters)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -119,49 +118,7 @@ func (b *backend) attemptPermit(ctx context.Context, conn *pgx.Conn, req *driver
 		}
 	}
 	for {
-		var limit *int32
-		found := false
-		batch := queueBegin(req, st)
-		batch.Queue(b.shareSQL(try), key).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				found = true
-				if err := rows.Scan(&limit); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
-		})
-		if try {
-			batch.Queue("SELECT pg_try_advisory_lock($1)", q).QueryRow(func(r pgx.Row) error {
-				var ok bool
-				if err := r.Scan(&ok); err != nil {
-					return err
-				}
-				if !ok {
-					return locker.ErrLocked // others wait: the next permit is theirs
-				}
-				return nil
-			})
-		}
-		err := waitOn(ctx, conn, !try, func(bctx context.Context) error { return conn.SendBatch(bctx, batch).Close() })
-		switch {
-		case try && isLockNotAvailable(err):
-			// A lock (limit 1) holds the row, or the limit is being changed.
-			return 0, grant{}, locker.ErrLocked
-		case errors.Is(err, locker.ErrLocked):
-			return 0, grant{}, err
-		case err != nil:
-			return 0, grant{}, fmt.Errorf("locking the key's row: %w", err)
-		case !found:
-			return rowMissing, grant{}, nil
-		case limit == nil || *limit != n:
-			stored := 1
-			if limit != nil {
-				stored = int(*limit)
-			}
-			return 0, grant{}, limitMismatch(stored, req.Limit)
-		}
-		out, g, err := b.probe(ctx, conn, req, st)
+		out, g, err := b.look(ctx, conn, req, try, st)
 		if err != nil || out != minHeld {
 			g.listened = !try
 			return out, g, err
@@ -178,37 +135,73 @@ func (b *backend) attemptPermit(ctx context.Context, conn *pgx.Conn, req *driver
 	}
 }
 
-// probe takes a free permit row and a token. It reports minHeld if none is
-// free (the caller rolls back).
-func (b *backend) probe(ctx context.Context, conn *pgx.Conn, req *driver.Request, st *connState) (outcome, grant, error) {
-	var row []byte
-	err := conn.QueryRow(ctx, b.probeSQL(), []byte(req.Key), int32(req.Limit)).Scan(&row)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return minHeld, grant{}, nil
-	}
-	if err != nil {
+// look begins a lock transaction, takes the lock row FOR SHARE and a free
+// permit row, if any, in one round trip, and its token in a second, where
+// an Acquire also leaves the queue if it got the permit. It reports minHeld
+// if no permit is free (the caller rolls back).
+func (b *backend) look(ctx context.Context, conn *pgx.Conn, req *driver.Request, try bool, st *connState) (outcome, grant, error) {
+	var (
+		limit *int32
+		found bool
+		row   []byte
+	)
+	batch := queueBegin(req, st)
+	batch.Queue(b.shareSQL(try), []byte(req.Key)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			found = true
+			if err := rows.Scan(&limit); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	batch.Queue(b.probeSQL(), []byte(req.Key), int32(req.Limit)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&row); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	err := waitOn(ctx, conn, !try, func(bctx context.Context) error { return conn.SendBatch(bctx, batch).Close() })
+	switch {
+	case try && isLockNotAvailable(err):
+		// A lock (limit 1) holds the row, or the limit is being changed.
+		return 0, grant{}, locker.ErrLocked
+	case err != nil:
 		return 0, grant{}, fmt.Errorf("looking for a free permit: %w", err)
+	case !found:
+		return rowMissing, grant{}, nil
+	case limit == nil || *limit != int32(req.Limit):
+		stored := 1
+		if limit != nil {
+			stored = int(*limit)
+		}
+		return 0, grant{}, limitMismatch(stored, req.Limit)
+	case row == nil:
+		return minHeld, grant{}, nil
 	}
 	var (
 		out outcome
 		g   grant
 	)
-	batch := &pgx.Batch{}
+	batch = &pgx.Batch{}
 	b.queueToken(batch, req, string(row)).QueryRow(func(r pgx.Row) error {
 		out, g, err = scanToken(r, st.ident)
 		return err
 	})
+	if !try {
+		// Out of the queue, unless the permit's minimum hold lasts (the
+		// condition of tokenSQL's last column): the next in it looks for the
+		// next permit.
+		batch.Queue("SELECT pg_advisory_unlock_all() WHERE NOT coalesce((SELECT held_until > clock_timestamp() FROM "+
+			b.n.table+" WHERE key = $1), false)", recordKey(string(row)))
+	}
 	if cerr := conn.SendBatch(ctx, batch).Close(); cerr != nil && err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return 0, grant{}, err
-	}
-	if out == granted {
-		// Out of the queue: the next in it looks for the next permit.
-		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock_all()"); err != nil {
-			return 0, grant{}, fmt.Errorf("leaving the queue: %w", err)
-		}
 	}
 	g.row = row
 	return out, g, nil
