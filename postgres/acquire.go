@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -251,9 +253,6 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 	})
 	if err != nil {
 		if try && isLockNotAvailable(err) {
-			if rerr := rollback(ctx, conn); rerr != nil {
-				return 0, grant{}, rerr
-			}
 			return 0, grant{}, b.lockedOrMismatch(ctx, conn, req.Key)
 		}
 		return 0, grant{}, err
@@ -333,22 +332,25 @@ func waitOn(ctx context.Context, conn *pgx.Conn, wait bool, f func(context.Conte
 	return err
 }
 
-// lockedOrMismatch tells why a TryAcquire of a lock found key's row locked:
-// ErrLocked, or, if the row's holders share it (permits of an N-permit lock
-// hold it FOR SHARE), an error wrapping locker.ErrInvalidOption. Only a
-// TryAcquire that found the row locked pays for the question.
+// lockedOrMismatch tells why a TryAcquire of a lock found key's row locked
+// (its transaction is aborted): ErrLocked, or, if the row's holders share
+// it (permits of an N-permit lock hold it FOR SHARE), an error wrapping
+// locker.ErrInvalidOption. It asks in the round trip that rolls back, so a
+// TryAcquire that finds a lock held costs what it did before permits.
 func (b *backend) lockedOrMismatch(ctx context.Context, conn *pgx.Conn, key string) error {
-	var limit *int32
-	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, "SELECT permits FROM "+b.n.table+" WHERE key = $1 FOR SHARE NOWAIT", []byte(key)).Scan(&limit)
-	})
-	switch {
-	case err == nil && limit != nil && *limit > 1:
-		return limitMismatch(int(*limit), 1)
-	case err == nil || isLockNotAvailable(err) || errors.Is(err, pgx.ErrNoRows):
-		return locker.ErrLocked
+	// The simple protocol, as the aborted transaction refuses to prepare a
+	// statement; the key goes in hex, which needs no quoting.
+	results, err := conn.PgConn().Exec(ctx, "ROLLBACK; BEGIN; SELECT permits FROM "+b.n.table+
+		" WHERE key = decode('"+hex.EncodeToString([]byte(key))+"', 'hex') FOR SHARE SKIP LOCKED; ROLLBACK").ReadAll()
+	if err != nil {
+		return fmt.Errorf("rollback: %w", err)
 	}
-	return err
+	if len(results) == 4 && len(results[2].Rows) == 1 && results[2].Rows[0][0] != nil {
+		if limit, err := strconv.Atoi(string(results[2].Rows[0][0])); err == nil && limit > 1 {
+			return limitMismatch(limit, 1)
+		}
+	}
+	return locker.ErrLocked
 }
 
 func limitMismatch(stored, asked int) error {
