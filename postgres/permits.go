@@ -94,7 +94,6 @@ func (b *backend) attemptPermit(ctx context.Context, conn *pgx.Conn, req *driver
 		batch.Queue(q, key, n)
 	}
 	if !try {
-		batch.Queue("LISTEN " + pgx.Identifier{b.n.channel}.Sanitize())
 		if st.idleSession {
 			// The server ends the session of a waiter that stays silent
 			// between its looks for the TTL (a frozen client), and so its
@@ -108,10 +107,14 @@ func (b *backend) attemptPermit(ctx context.Context, conn *pgx.Conn, req *driver
 	q := b.queueLock(req.Key)
 	if !try {
 		// First in the queue, it holds the key's watch lock shared, which
-		// makes releases of the key notify (as for a Watch).
+		// makes releases of the key notify (as for a Watch), and listens.
+		// Only the first listens: the others, blocked in the queue, would
+		// hold back the server's notification queue. A release notified
+		// before the LISTEN commits is seen by the look that follows.
 		batch := &pgx.Batch{}
 		batch.Queue("SELECT pg_advisory_lock($1)", q)
 		batch.Queue("SELECT pg_advisory_lock_shared($1)", b.watchLock(req.Key))
+		batch.Queue("LISTEN " + pgx.Identifier{b.n.channel}.Sanitize())
 		err := waitOn(ctx, conn, true, func(bctx context.Context) error { return conn.SendBatch(bctx, batch).Close() })
 		if err != nil {
 			return 0, grant{}, fmt.Errorf("waiting in the queue: %w", err)
