@@ -18,11 +18,12 @@ import (
 // (which keeps N in its permits column), N permit rows (permitRowsSQL). A
 // permit holder's lock transaction holds the lock row FOR SHARE — so that
 // a lock (FOR UPDATE) and a change of N wait for, or refuse, every permit —
-// and one permit row FOR UPDATE, found with SKIP LOCKED. Acquisitions queue
+// and one permit row FOR UPDATE, found with SKIP LOCKED. An Acquire queues
 // for the key's queue lock, a session advisory lock (FIFO in the server's
 // lock manager): only the first in the queue looks for a free permit, and
 // while there is none it waits for a release's NOTIFY, or for the time at
-// which a holder's TTL or a minimum hold ends (which nobody notifies).
+// which a holder's TTL or a minimum hold ends (which nobody notifies). A
+// TryAcquire does not queue: it takes a free permit if there is one.
 
 // maxLimit bounds a key's limit: one row per permit.
 const maxLimit = 10000
@@ -49,8 +50,8 @@ func (b *backend) permitSetupSQL() []string {
 	return []string{
 		// The lock row, with the limit if it is new.
 		"INSERT INTO " + t + " (key, permits) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
-		// The limit, changed if nobody holds the lock row (neither a lock
-		// nor a permit, held or waited for: they all hold it).
+		// The limit, changed only if nobody holds the lock row: neither a
+		// lock nor a permit (which holds it FOR SHARE).
 		"UPDATE " + t + " SET permits = $2 WHERE key = (SELECT key FROM " + t +
 			" WHERE key = $1 AND permits IS DISTINCT FROM $2 FOR UPDATE SKIP LOCKED)",
 		// The permit rows.
