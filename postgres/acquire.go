@@ -142,11 +142,11 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 				}
 			}
 			l := &lock{b: b, conn: conn, lost: req.Lost, token: g.token, start: start, ident: g.ident, turn: make(chan struct{}, 1),
-				key: req.Key, row: req.Key, owner: req.Owner, label: req.Label, listened: g.listened}
+				key: req.Key, row: req.Key, owner: req.Owner, label: req.Label, listened: g.listened, minHold: req.MinHold}
 			if g.row != nil {
 				l.row = string(g.row)
 			}
-			if err := b.announce(ctx, l, req.Value, req.MinHold, g.watched); err != nil {
+			if err := b.announce(ctx, l, req.Value, g.watched); err != nil {
 				return nil, err
 			}
 			b.track(l)

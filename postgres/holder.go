@@ -124,9 +124,10 @@ func (b *backend) recordSQL() string {
 }
 
 // recordLabel is the label a holder record carries: the label where
-// application_name cannot hold it, else NULL.
+// application_name cannot hold it or the lock has a minimum hold (the
+// record shows it once the session is gone), else NULL.
 func (l *lock) recordLabel() any {
-	if _, complete := holderAppName(0, l.label); complete {
+	if _, complete := holderAppName(0, l.label); complete && l.minHold == 0 {
 		return nil
 	}
 	return l.label
@@ -134,14 +135,13 @@ func (l *lock) recordLabel() any {
 
 // announce makes a new holder known beyond its session, on another pool
 // connection, before the lock is handed out: its holder record if it has a
-// value, a label application_name cannot hold, or a minimum hold (the
-// record then keeps the label too, for when the session is gone), and a
+// value, a label application_name cannot hold, or a minimum hold, and a
 // NOTIFY if anyone watches. Usually there is nothing to do.
-func (b *backend) announce(ctx context.Context, l *lock, value string, minHold time.Duration, watched bool) error {
+func (b *backend) announce(ctx context.Context, l *lock, value string, watched bool) error {
 	label := l.recordLabel()
 	var hold any // NULL: no minimum hold
-	if minHold > 0 {
-		hold, label = int64((minHold+time.Millisecond-1)/time.Millisecond), l.label
+	if l.minHold > 0 {
+		hold = int64((l.minHold + time.Millisecond - 1) / time.Millisecond)
 	}
 	var err error
 	switch {

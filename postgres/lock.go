@@ -32,6 +32,7 @@ type lock struct {
 	// listened: the connection LISTENs since the permit's wait, which the
 	// lock transaction cannot undo (UNLISTEN takes effect at commit).
 	listened bool
+	minHold  time.Duration
 
 	// turn is held by whoever runs a statement on conn (Refresh, Release)
 	// or drops it (abandon), so that Close never drops the connection under

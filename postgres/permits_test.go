@@ -147,15 +147,18 @@ func TestPermits_EndedWaitsLeaveNoSessionState(t *testing.T) {
 }
 
 // TestMinHold_InspectShowsAReleasedHoldUntilItEnds: a lock released inside
-// its minimum hold is shown held by its holder (token, owner) with the time
-// left of the hold, and free once it has passed.
+// its minimum hold is shown held by its holder (token, owner, last published
+// value) with the time left of the hold, and free once it has passed.
 func TestMinHold_InspectShowsAReleasedHoldUntilItEnds(t *testing.T) {
 	dsn := testenv.PostgresDB(t)
 	a := newLocker(t, dsn, locker.WithOwner("cron"))
 	k := randomKey("minhold-inspect")
 	const hold = 2 * time.Second
-	lease, err := a.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithMinHold(hold))
+	lease, err := a.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithMinHold(hold), locker.WithValue("v1"))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := locker.Publish(ctxT(t, 10*time.Second), lease, "v2"); err != nil {
 		t.Fatal(err)
 	}
 	if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
@@ -165,8 +168,8 @@ func TestMinHold_InspectShowsAReleasedHoldUntilItEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !info.Held || info.Token != lease.Token() || info.Owner != "cron" || info.TTL <= 0 || info.TTL > hold {
-		t.Fatalf("Inspect of a lock released inside its minimum hold %v = %+v, want held by token %d, owner \"cron\", time left in (0, %v]", hold, info, lease.Token(), hold)
+	if !info.Held || info.Token != lease.Token() || info.Owner != "cron" || info.Value != "v2" || info.TTL <= 0 || info.TTL > hold {
+		t.Fatalf("Inspect of a lock released inside its minimum hold %v = %+v, want held by token %d, owner \"cron\", value \"v2\" (published), time left in (0, %v]", hold, info, lease.Token(), hold)
 	}
 	for give := time.Now().Add(hold + 30*time.Second); info.Held && time.Now().Before(give); time.Sleep(50 * time.Millisecond) {
 		if info, err = locker.Inspect(ctxT(t, 10*time.Second), a, k); err != nil {
