@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,6 +40,9 @@ type connState struct {
 	// txTimeout: the server has transaction_timeout (PostgreSQL 17 and
 	// later), which the lock transaction must clear as well.
 	txTimeout bool
+	// idleSession: the server has idle_session_timeout (PostgreSQL 14 and
+	// later), which bounds a permit's wait outside a transaction.
+	idleSession bool
 	// ident is the server's identity when this connection last checked the
 	// token floor: a connection that meets another (a pooler moved it to a
 	// restarted or promoted server) checks the floor again.
@@ -64,6 +69,7 @@ const (
 	granted    outcome = iota
 	rowMissing         // the key has no row yet: insert it and try again
 	belowFloor         // the sequence is below this server life's floor: raise it and try again
+	minHeld            // the row is locked, but a released holder's minimum hold lasts
 )
 
 // acquire pins a pool connection and takes req.Key on it; the caller holds a
@@ -76,6 +82,9 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, try bool) (d
 	}
 	l, err := b.lockOn(ctx, conn, req, try)
 	if err != nil {
+		if req.Limit > 1 {
+			cleanPermitConn(conn)
+		}
 		// Idle connections go back to the pool; closed ones, and ones left in
 		// a transaction, are destroyed, which ends the transaction on the
 		// server (pgxpool.Conn.Release).
@@ -104,7 +113,19 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 	}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		out, g, err := b.attempt(ctx, conn.Conn(), req, try, st)
+		var (
+			out outcome
+			g   grant
+			err error
+		)
+		if req.Limit > 1 {
+			out, g, err = b.attemptPermit(ctx, conn.Conn(), req, try, st)
+		} else {
+			out, g, err = b.attempt(ctx, conn.Conn(), req, try, st)
+		}
+		if err == nil && out == minHeld {
+			out, g, err = b.awaitMinHold(ctx, conn.Conn(), req, try, st)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +142,10 @@ func (b *backend) lockOn(ctx context.Context, conn *pgxpool.Conn, req *driver.Re
 				}
 			}
 			l := &lock{b: b, conn: conn, lost: req.Lost, token: g.token, start: start, ident: g.ident, turn: make(chan struct{}, 1),
-				key: req.Key, owner: req.Owner, label: req.Label}
+				key: req.Key, row: req.Key, owner: req.Owner, label: req.Label, listened: g.listened, minHold: req.MinHold}
+			if g.row != nil {
+				l.row = string(g.row)
+			}
 			if err := b.announce(ctx, l, req.Value, g.watched); err != nil {
 				return nil, err
 			}
@@ -170,23 +194,32 @@ const (
 		"set_config('lock_timeout', '0', true), set_config('statement_timeout', '0', true)"
 	settingsTxTimeoutSQL = settingsSQL + ", set_config('transaction_timeout', '0', true)"
 	labelSQL             = "SELECT set_config('application_name', $1, true)"
-	// tokenSQL returns the next token and the server's identity, whose
-	// floor the token must exceed; it shows the token, the TTL and the label
-	// in the holder's application_name ($2 || token || $3), where any
-	// session can read them (holderAppName), and tells whether anyone
-	// watches the key: a watcher holds advisory lock $4 shared, so taking it
-	// exclusively (and giving it back at once) fails.
-	tokenSQL = "SELECT n, " + identSQL + ", set_config('application_name', $2 || n || $3, true), " +
-		"CASE WHEN pg_try_advisory_lock($4) THEN NOT pg_advisory_unlock($4) ELSE true END FROM nextval($1::regclass) AS n"
 	// idleTimeoutSQL restarts the idle timer (any statement does) and sets
 	// it to the (possibly new) TTL.
 	idleTimeoutSQL = "SELECT set_config('idle_in_transaction_session_timeout', $1, true)"
 	// refreshSQL is the statement of Refresh: idleTimeoutSQL, and whether
 	// the server is still the one that granted the lock.
 	refreshSQL = "SELECT set_config('idle_in_transaction_session_timeout', $1, true), " + identSQL + ", pg_is_in_recovery()"
-	// hasTxTimeoutSQL tells whether the server has transaction_timeout.
-	hasTxTimeoutSQL = "SELECT EXISTS (SELECT 1 FROM pg_settings WHERE name = 'transaction_timeout')"
+	// hasSettingsSQL tells whether the server has transaction_timeout and
+	// idle_session_timeout.
+	hasSettingsSQL = "SELECT EXISTS (SELECT 1 FROM pg_settings WHERE name = 'transaction_timeout'), " +
+		"EXISTS (SELECT 1 FROM pg_settings WHERE name = 'idle_session_timeout')"
 )
+
+// tokenSQL returns the next token and the server's identity, whose floor
+// the token must exceed; it shows the token, the TTL and the label in the
+// holder's application_name ($2 || token || $3), where any session can read
+// them (holderAppName); it tells whether anyone watches the key (a watcher
+// holds advisory lock $4 shared, so taking it exclusively, and giving it
+// back at once, fails), and whether the minimum hold of an earlier holder
+// (in holder record $5) lasts: a statement of its own after the row lock,
+// so that it sees what that holder committed before it let the row go.
+func (b *backend) tokenSQL() string {
+	return "SELECT n, " + identSQL + ", set_config('application_name', $2 || n || $3, true), " +
+		"CASE WHEN pg_try_advisory_lock($4) THEN NOT pg_advisory_unlock($4) ELSE true END, " +
+		"coalesce((SELECT held_until > clock_timestamp() FROM " + b.n.table + " WHERE key = $5), false) " +
+		"FROM nextval($1::regclass) AS n"
+}
 
 func (b *backend) lockSQL(try bool) string {
 	s := "SELECT 1 FROM " + b.n.table + " WHERE key = $1 FOR UPDATE"
@@ -201,6 +234,34 @@ func (b *backend) lockSQL(try bool) string {
 // the caller rolls back; on error it is in any state (the caller's Release
 // of the connection sorts that out).
 func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Request, try bool, st *connState) (outcome, grant, error) {
+	batch := queueBegin(req, st)
+	batch.Queue(b.lockSQL(try), []byte(req.Key))
+	b.queueToken(batch, req, req.Key)
+
+	var (
+		out outcome
+		g   grant
+	)
+	err := waitOn(ctx, conn, !try, func(bctx context.Context) error {
+		br := conn.SendBatch(bctx, batch)
+		var err error
+		out, g, err = readAcquire(br, req.Label != "", st.ident)
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		return err
+	})
+	if err != nil {
+		if try && isLockNotAvailable(err) {
+			return 0, grant{}, b.lockedOrMismatch(ctx, conn, req.Key)
+		}
+		return 0, grant{}, err
+	}
+	return out, g, nil
+}
+
+// queueBegin returns a batch that begins a lock transaction.
+func queueBegin(req *driver.Request, st *connState) *pgx.Batch {
 	batch := &pgx.Batch{}
 	batch.Queue(beginSQL)
 	if st.txTimeout {
@@ -211,20 +272,35 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 	if req.Label != "" {
 		batch.Queue(labelSQL, "locker "+req.Label)
 	}
-	batch.Queue(b.lockSQL(try), []byte(req.Key))
-	suffix, _ := holderAppName(req.TTL, req.Label)
-	batch.Queue(tokenSQL, b.n.sequence, appPrefix, suffix, b.watchLock(req.Key))
+	return batch
+}
 
-	// A waiting Acquire is cancelled by a cancel request, not by pgx's
-	// context handling: that closes the connection, but a backend waiting
-	// for a row lock does not read its socket, so it would stay in the lock
-	// queue, and be granted the lock (only to die) before the next waiter.
-	// The batch runs on a context of its own, and the server's answer to
-	// the cancel (SQLSTATE 57014) confirms the backend left the queue
-	// before Acquire returns. If the server does not answer within
-	// cancelTimeout, the connection is dropped after all.
+// queueToken queues tokenSQL for a holder of row.
+func (b *backend) queueToken(batch *pgx.Batch, req *driver.Request, row string) *pgx.QueuedQuery {
+	suffix, _ := holderAppName(req.TTL, req.Label)
+	return batch.Queue(b.tokenSQL(), b.n.sequence, appPrefix, suffix, b.watchLock(req.Key), recordKey(row))
+}
+
+func isLockNotAvailable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeLockNotAvailable
+}
+
+// waitOn runs f, which sends statements on conn, with ctx. With wait (a
+// statement that waits in PostgreSQL's lock queue), it is cancelled by a
+// cancel request, not by pgx's context handling: that closes the
+// connection, but a backend waiting for a lock does not read its socket, so
+// it would stay in the lock queue, and be granted the lock (only to die)
+// before the next waiter. f runs on a context of its own, and the server's
+// answer to the cancel (SQLSTATE 57014) confirms the backend left the queue
+// before waitOn returns. If the server does not answer within
+// cancelTimeout, the connection is dropped after all. Once ctx has ended,
+// waitOn returns its error: cancelled, or granted as the context ended,
+// either way the caller drops the connection, still in the transaction,
+// which frees any lock it got.
+func waitOn(ctx context.Context, conn *pgx.Conn, wait bool, f func(context.Context) error) error {
 	bctx := ctx
-	if !try {
+	if wait {
 		var bcancel context.CancelFunc
 		bctx, bcancel = context.WithCancel(context.WithoutCancel(ctx))
 		defer bcancel()
@@ -249,36 +325,91 @@ func (b *backend) attempt(ctx context.Context, conn *pgx.Conn, req *driver.Reque
 			}
 		}()
 	}
-
-	br := conn.SendBatch(bctx, batch)
-	out, g, err := readAcquire(br, req.Label != "", st.ident)
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
+	err := f(bctx)
 	if ctx.Err() != nil {
-		// Cancelled (the server's 57014 says no more than that), or granted
-		// as the context ended: either way the caller drops the connection,
-		// still in the transaction, which frees any lock it got.
-		err = ctx.Err()
+		return ctx.Err()
 	}
+	return err
+}
+
+// lockedOrMismatch tells why a TryAcquire of a lock found key's row locked
+// (its transaction is aborted): ErrLocked, or, if the row's holders share
+// it (permits of an N-permit lock hold it FOR SHARE), an error wrapping
+// locker.ErrInvalidOption. It asks in the round trip that rolls back, so a
+// TryAcquire that finds a lock held costs what it did before permits.
+func (b *backend) lockedOrMismatch(ctx context.Context, conn *pgx.Conn, key string) error {
+	// The simple protocol, as the aborted transaction refuses to prepare a
+	// statement; the key goes in hex, which needs no quoting.
+	results, err := conn.PgConn().Exec(ctx, "ROLLBACK; BEGIN; SELECT permits FROM "+b.n.table+
+		" WHERE key = decode('"+hex.EncodeToString([]byte(key))+"', 'hex') FOR SHARE SKIP LOCKED; ROLLBACK").ReadAll()
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if try && errors.As(err, &pgErr) && pgErr.Code == codeLockNotAvailable {
-			if rerr := rollback(ctx, conn); rerr != nil {
-				return 0, grant{}, rerr
-			}
-			return 0, grant{}, locker.ErrLocked
+		return fmt.Errorf("rollback: %w", err)
+	}
+	if len(results) == 4 && len(results[2].Rows) == 1 && results[2].Rows[0][0] != nil {
+		if limit, err := strconv.Atoi(string(results[2].Rows[0][0])); err == nil && limit > 1 {
+			return limitMismatch(limit, 1)
 		}
+	}
+	return locker.ErrLocked
+}
+
+func limitMismatch(stored, asked int) error {
+	return fmt.Errorf("%w: postgres: the key admits %d holders at once, this acquisition asks for %d", locker.ErrInvalidOption, stored, asked)
+}
+
+// minHoldSQL waits, on the server's clock, for the minimum hold of the
+// key's earlier holder (holder record $1) to pass; the row stays locked
+// meanwhile, so the waiters behind keep their order.
+func (b *backend) minHoldSQL() string {
+	return "SELECT pg_sleep(extract(epoch FROM held_until - clock_timestamp())::float8) FROM " + b.n.table +
+		" WHERE key = $1 AND held_until > clock_timestamp()"
+}
+
+// awaitMinHold follows an attempt that got the row of a lock
+// whose earlier holder's minimum hold lasts: TryAcquire gives up with
+// ErrLocked; Acquire waits for it to pass, holding the row, and takes a new
+// token (tokens follow the order in which locks are really granted).
+func (b *backend) awaitMinHold(ctx context.Context, conn *pgx.Conn, req *driver.Request, try bool, st *connState) (outcome, grant, error) {
+	if try {
+		if err := rollback(ctx, conn); err != nil {
+			return 0, grant{}, err
+		}
+		return 0, grant{}, locker.ErrLocked
+	}
+	var (
+		out outcome
+		g   grant
+	)
+	err := waitOn(ctx, conn, true, func(bctx context.Context) error {
+		batch := &pgx.Batch{}
+		batch.Queue(b.minHoldSQL(), recordKey(req.Key))
+		q := b.queueToken(batch, req, req.Key)
+		var err error
+		q.QueryRow(func(r pgx.Row) error {
+			out, g, err = scanToken(r, st.ident)
+			return err
+		})
+		if cerr := conn.SendBatch(bctx, batch).Close(); cerr != nil {
+			return cerr
+		}
+		return err
+	})
+	if err != nil {
 		return 0, grant{}, err
+	}
+	if out == minHeld {
+		return 0, grant{}, errors.New("postgres: a minimum hold lasted past its end")
 	}
 	return out, g, nil
 }
 
 // grant is what an acquisition batch learnt.
 type grant struct {
-	token   uint64
-	ident   serverIdent // the server's identity
-	watched bool        // someone watches the key
+	token    uint64
+	ident    serverIdent // the server's identity
+	watched  bool        // someone watches the key
+	row      []byte      // a permit's row; nil for a lock
+	listened bool        // the connection LISTENs (a permit's wait)
 }
 
 // readAcquire reads the results of an acquisition batch. checked is the
@@ -300,18 +431,34 @@ func readAcquire(br pgx.BatchResults, label bool, checked serverIdent) (outcome,
 	if err != nil {
 		return 0, g, fmt.Errorf("locking the row: %w", err)
 	}
-	var n int64
-	if err := br.QueryRow().Scan(&n, &g.ident.start, &g.ident.replayed, nil, &g.watched); err != nil {
+	out, g, err := scanToken(br.QueryRow(), checked)
+	if err != nil {
+		return 0, g, err
+	}
+	if tag.RowsAffected() == 0 {
+		return rowMissing, g, nil
+	}
+	return out, g, nil
+}
+
+// scanToken reads a row of tokenSQL.
+func scanToken(r pgx.Row, checked serverIdent) (outcome, grant, error) {
+	var (
+		g    grant
+		n    int64
+		held bool
+	)
+	if err := r.Scan(&n, &g.ident.start, &g.ident.replayed, nil, &g.watched, &held); err != nil {
 		return 0, g, fmt.Errorf("taking the token: %w", err)
 	}
 	switch {
-	case tag.RowsAffected() == 0:
-		return rowMissing, g, nil
 	case n <= g.ident.floor() || g.ident != checked:
 		// Below this server life's floor, or on another server life than
 		// the floor was checked under (a pooler's connection that survived
 		// a restart or a failover): raise the floor first.
 		return belowFloor, g, nil
+	case held:
+		return minHeld, g, nil
 	}
 	g.token = uint64(n)
 	return granted, g, nil
@@ -350,7 +497,7 @@ func (b *backend) raiseFloor(ctx context.Context, conn *pgx.Conn, st *connState)
 	var id serverIdent
 	batch := &pgx.Batch{}
 	if st != nil {
-		batch.Queue(hasTxTimeoutSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&st.txTimeout) })
+		batch.Queue(hasSettingsSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&st.txTimeout, &st.idleSession) })
 	}
 	batch.Queue("BEGIN")
 	// The raise need not survive a crash: after one, the next connection

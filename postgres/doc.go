@@ -30,6 +30,17 @@
 // LISTENs, notified at grant, release and publication, and looks again
 // when a holder's time is up (a lock that ends otherwise notifies nobody).
 //
+// N-permit locks (locker.WithLimit) are permit rows taken FOR UPDATE SKIP
+// LOCKED under the key's row held FOR SHARE, which keeps the limit while a
+// permit is held. Acquire queues in arrival order; only the first in line
+// looks, woken by a release's NOTIFY or when a holder's time is up;
+// TryAcquire takes any free permit; Inspect shows the earliest permit's
+// holder; Guard admits one holder's tokens, not N. A minimum hold
+// (locker.WithMinHold) is waited out by the next holder on the server's
+// clock: a holder that dies inside it frees the lock at the later of the
+// hold's end and its TTL's. Not given: a lock's blocking Acquire on a key
+// held by permits waits for them all rather than failing.
+//
 // Tokens come from a NO CYCLE sequence, raised to the server clock in
 // microseconds after a restart: they increase across crashes and restarts
 // provided the server's clock does not go back. Guard (Write, AdmitTx) is a

@@ -113,17 +113,21 @@ func recordKey(key string) []byte { return append([]byte{0xff}, key...) }
 const notifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)"
 
 // recordSQL writes a holder record, unless a newer holder's (a larger
-// token) is there, and notifies, in one statement.
+// token) is there, and notifies, in one statement. $8 is the minimum hold
+// in milliseconds (NULL: none), counted from now on the server's clock:
+// the grant was a little earlier, so the hold is at least that long.
 func (b *backend) recordSQL() string {
-	return "WITH up AS (INSERT INTO " + b.n.table + " AS t (key, owner, token, label, value) VALUES ($3, $4, $5, $6, $7) " +
-		"ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, token = excluded.token, label = excluded.label, value = excluded.value " +
-		"WHERE t.token IS NULL OR t.token < excluded.token) " + notifySQL
+	return "WITH up AS (INSERT INTO " + b.n.table + " AS t (key, owner, token, label, value, held_until) " +
+		"VALUES ($3, $4, $5, $6, $7, clock_timestamp() + $8::bigint * interval '1 millisecond') " +
+		"ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, token = excluded.token, label = excluded.label, value = excluded.value, " +
+		"held_until = excluded.held_until WHERE t.token IS NULL OR t.token < excluded.token) " + notifySQL
 }
 
 // recordLabel is the label a holder record carries: the label where
-// application_name cannot hold it, else NULL.
+// application_name cannot hold it or the lock has a minimum hold (the
+// record shows it once the session is gone), else NULL.
 func (l *lock) recordLabel() any {
-	if _, complete := holderAppName(0, l.label); complete {
+	if _, complete := holderAppName(0, l.label); complete && l.minHold == 0 {
 		return nil
 	}
 	return l.label
@@ -131,15 +135,19 @@ func (l *lock) recordLabel() any {
 
 // announce makes a new holder known beyond its session, on another pool
 // connection, before the lock is handed out: its holder record if it has a
-// value or a label application_name cannot hold, and a NOTIFY if anyone
-// watches. Usually there is nothing to do.
+// value, a label application_name cannot hold, or a minimum hold, and a
+// NOTIFY if anyone watches. Usually there is nothing to do.
 func (b *backend) announce(ctx context.Context, l *lock, value string, watched bool) error {
 	label := l.recordLabel()
+	var hold any // NULL: no minimum hold
+	if l.minHold > 0 {
+		hold = int64((l.minHold + time.Millisecond - 1) / time.Millisecond)
+	}
 	var err error
 	switch {
-	case value != "" || label != nil:
+	case value != "" || label != nil || hold != nil:
 		_, err = b.pool.Exec(ctx, b.recordSQL(), b.n.channel, payload(l.key),
-			recordKey(l.key), l.owner[:], int64(l.token), label, value)
+			recordKey(l.row), l.owner[:], int64(l.token), label, value, hold)
 	case watched:
 		_, err = b.pool.Exec(ctx, notifySQL, b.n.channel, payload(l.key))
 	}

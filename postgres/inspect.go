@@ -21,22 +21,25 @@ import (
 // transaction began; the holder record counts if its token is the holder's.
 // Waiters are the ungranted entries of pg_locks that wait for the holder's
 // transaction (the first in the queue) or for the row's tuple lock (the
-// others). $1 is the table, for its oid.
+// others). A lock whose holder record's minimum hold lasts is held by that
+// record's holder (it may have released it, or died). $1 is the table, for
+// its oid.
 func (b *backend) describeSQL(where string) string {
 	return "WITH locks AS MATERIALIZED (SELECT locktype, database, relation, page, tuple, transactionid, pid, mode, granted " +
 		"FROM pg_locks WHERE locktype IN ('transactionid', 'tuple')), " +
-		"r AS (SELECT key, xmax, (ctid::text::point)[0]::int AS page, (ctid::text::point)[1]::int AS tup FROM " + b.n.table +
+		"r AS (SELECT key, xmax, permits, (ctid::text::point)[0]::int AS page, (ctid::text::point)[1]::int AS tup FROM " + b.n.table +
 		" WHERE " + where + " ORDER BY key LIMIT $2) " +
 		"SELECT r.key, h.pid IS NOT NULL, a.application_name, a.state, " +
 		"(extract(epoch FROM clock_timestamp() - a.state_change) * 1000)::bigint, a.xact_start, rec.token, rec.label, rec.value, " +
 		"(SELECT count(*) FROM locks w WHERE NOT w.granted AND (" +
 		"(h.pid IS NOT NULL AND w.locktype = 'transactionid' AND w.transactionid = r.xmax) OR " +
 		"(w.locktype = 'tuple' AND w.database = (SELECT oid FROM pg_database WHERE datname = current_database()) " +
-		"AND w.relation = $1::regclass AND w.page = r.page AND w.tuple = r.tup))) " +
+		"AND w.relation = $1::regclass AND w.page = r.page AND w.tuple = r.tup))), " +
+		"r.permits, (extract(epoch FROM rec.held_until - clock_timestamp()) * 1000)::bigint " +
 		"FROM r LEFT JOIN LATERAL (SELECT l.pid FROM locks l WHERE l.locktype = 'transactionid' AND l.transactionid = r.xmax " +
 		"AND l.granted AND l.mode = 'ExclusiveLock' LIMIT 1) AS h ON true " +
 		"LEFT JOIN pg_stat_activity AS a ON a.pid = h.pid " +
-		"LEFT JOIN " + b.n.table + " AS rec ON h.pid IS NOT NULL AND rec.key = decode('ff', 'hex') || r.key " +
+		"LEFT JOIN " + b.n.table + " AS rec ON rec.key = decode('ff', 'hex') || r.key " +
 		"ORDER BY r.key"
 }
 
@@ -44,8 +47,9 @@ func (b *backend) describeSQL(where string) string {
 // TTL (0 if unknown), which bounds its life from now when info.TTL is
 // unknown.
 type described struct {
-	info driver.LockInfo
-	ttl  time.Duration
+	info    driver.LockInfo
+	ttl     time.Duration
+	permits int // the limit of an N-permit key, else 0 or 1
 }
 
 // describe runs describeSQL on q.
@@ -64,12 +68,17 @@ func (b *backend) describe(ctx context.Context, q *pgx.Conn, where string, limit
 			idleMS, rtoken     *int64
 			xactStart          *time.Time
 			waiters            int64
+			permits            *int32
+			heldMS             *int64
 		)
-		if err := rows.Scan(&key, &held, &app, &state, &idleMS, &xactStart, &rtoken, &rlabel, &rvalue, &waiters); err != nil {
+		if err := rows.Scan(&key, &held, &app, &state, &idleMS, &xactStart, &rtoken, &rlabel, &rvalue, &waiters, &permits, &heldMS); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		d := described{info: driver.LockInfo{Key: string(key), Held: held, Waiters: int(waiters)}}
+		if permits != nil {
+			d.permits = int(*permits)
+		}
 		if held {
 			d.info.TTL = -1
 			if xactStart != nil {
@@ -104,6 +113,18 @@ func (b *backend) describe(ctx context.Context, q *pgx.Conn, where string, limit
 				}
 			}
 		}
+		if heldMS != nil && *heldMS > 0 && rtoken != nil && (!held || uint64(*rtoken) != d.info.Token) {
+			// Held by a minimum hold, whoever holds the row: the record's
+			// holder, until it ends.
+			d.info = driver.LockInfo{Key: d.info.Key, Held: true, Token: uint64(*rtoken), TTL: time.Duration(*heldMS) * time.Millisecond,
+				Waiters: d.info.Waiters}
+			if rlabel != nil {
+				d.info.Label = *rlabel
+			}
+			if rvalue != nil {
+				d.info.Value = *rvalue
+			}
+		}
 		out = append(out, d)
 	}
 	rows.Close()
@@ -119,7 +140,43 @@ func (b *backend) inspectOn(ctx context.Context, conn *pgx.Conn, key string) (de
 	if len(ds) == 0 {
 		return described{info: driver.LockInfo{Key: key}}, nil
 	}
-	return ds[0], nil
+	return b.permitted(ctx, conn, ds[0])
+}
+
+// permitted describes an N-permit key by its permits, if any is held (else
+// by its lock row, which a lock may hold): as the holder, the one with the
+// lowest token (the earliest granted); as waiters, the Acquires in the
+// key's queue.
+func (b *backend) permitted(ctx context.Context, conn *pgx.Conn, d described) (described, error) {
+	if d.permits <= 1 {
+		return d, nil
+	}
+	ps, err := b.describe(ctx, conn, "key = ANY("+permitRowsSQL("$3", "$4")+")", d.permits, []byte(d.info.Key), int32(d.permits))
+	if err != nil {
+		return d, err
+	}
+	var first *described
+	for i, p := range ps {
+		if p.info.Held && (first == nil || p.info.Token < first.info.Token) {
+			first = &ps[i]
+		}
+	}
+	if first == nil {
+		return d, nil
+	}
+	q := uint64(b.queueLock(d.info.Key))
+	var waiters int64
+	// Every holder of the queue lock or waiter for it waits for a permit
+	// (the first in the queue holds it until it has one).
+	err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND mode = 'ExclusiveLock' "+
+		"AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "+
+		"AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1", int64(q>>32), int64(q&0xffffffff)).Scan(&waiters)
+	if err != nil {
+		return d, err
+	}
+	out := *first
+	out.info.Key, out.info.Waiters, out.permits = d.info.Key, int(waiters), d.permits
+	return out, nil
 }
 
 // withConn runs f on a pool connection, once the schema is there.
@@ -158,6 +215,11 @@ func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) ([
 	err = b.withConn(ctx, func(conn *pgx.Conn) error {
 		ds, err = b.describe(ctx, conn, "key > $3 AND key >= $4 AND key < $5", limit,
 			append([]byte{}, after...), append([]byte{}, prefix...), upperBound(prefix))
+		for i := range ds {
+			if err == nil {
+				ds[i], err = b.permitted(ctx, conn, ds[i])
+			}
+		}
 		return err
 	})
 	if err != nil {
@@ -177,18 +239,19 @@ func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) ([
 }
 
 // upperBound returns the least byte string above every key that starts
-// with prefix, and at most 0xff, where holder records begin.
+// with prefix, and at most 0xfe, where permit rows begin (and holder
+// records after them, at 0xff).
 func upperBound(prefix string) []byte {
 	b := []byte(prefix)
 	for len(b) > 0 {
 		if last := len(b) - 1; b[last] < 0xff {
 			b[last]++
-			if b[0] < 0xff {
+			if b[0] < 0xfe {
 				return b
 			}
 			break
 		}
 		b = b[:len(b)-1]
 	}
-	return []byte{0xff}
+	return []byte{0xfe}
 }

@@ -26,8 +26,13 @@ type lock struct {
 	start time.Time
 	ident serverIdent // the server's identity at the grant
 	key   string
+	row   string // the row it holds locked: key, or a permit's row
 	owner driver.OwnerID
 	label string
+	// listened: the connection LISTENs since the permit's wait, which the
+	// lock transaction cannot undo (UNLISTEN takes effect at commit).
+	listened bool
+	minHold  time.Duration
 
 	// turn is held by whoever runs a statement on conn (Refresh, Release)
 	// or drops it (abandon), so that Close never drops the connection under
@@ -244,6 +249,9 @@ func (l *lock) Release(ctx context.Context) error {
 	batch := &pgx.Batch{}
 	batch.Queue("ROLLBACK")
 	batch.Queue(releaseNotifySQL, l.b.n.channel, payload(l.key), l.b.watchLock(l.key))
+	if l.listened {
+		queueUnlisten(batch, conn.Conn())
+	}
 	br := conn.SendBatch(ctx, batch)
 	_, err = br.Exec()
 	if err == nil {
@@ -252,7 +260,18 @@ func (l *lock) Release(ctx context.Context) error {
 			l.b.log.Warn("postgres: notifying a release", "err", err)
 		}
 	}
+	var unlisten error
+	for i := 2; err == nil && unlisten == nil && i < batch.Len(); i++ {
+		_, unlisten = br.Exec()
+	}
 	_ = br.Close() // any error was the ROLLBACK's or the notification's
+	if unlisten != nil {
+		// Released, but the connection must not go back to the pool still
+		// listening: end closes a closed connection for good.
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Conn().Close(cctx)
+		cancel()
+	}
 	if err != nil {
 		cause := fmt.Errorf("postgres: release: %w", err)
 		l.end(cause)

@@ -338,4 +338,12 @@ var (
 	_ driver.Inspector  = (*backend)(nil)
 	_ driver.Publisher  = (*backend)(nil)
 	_ driver.Watcher    = (*backend)(nil)
+	_ driver.Permits    = (*backend)(nil)
+	_ driver.MinHolds   = (*backend)(nil)
 )
+
+// Permits implements driver.Permits: permit rows (permits.go).
+func (b *backend) Permits() {}
+
+// MinHolds implements driver.MinHolds: held_until in holder records.
+func (b *backend) MinHolds() {}

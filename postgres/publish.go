@@ -37,8 +37,8 @@ func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) err
 	}
 	var n int64
 	token := strconv.FormatUint(l.token, 10)
-	err := b.pool.QueryRow(ctx, b.publishSQL(), b.n.channel, payload(l.key), []byte(l.key), appPrefix+token+" ",
-		recordKey(l.key), l.owner[:], int64(l.token), l.recordLabel(), value).Scan(&n, nil, nil)
+	err := b.pool.QueryRow(ctx, b.publishSQL(), b.n.channel, payload(l.key), []byte(l.row), appPrefix+token+" ",
+		recordKey(l.row), l.owner[:], int64(l.token), l.recordLabel(), value).Scan(&n, nil, nil)
 	if err != nil {
 		return fmt.Errorf("postgres: publish: %w", err)
 	}

@@ -65,7 +65,7 @@ type names struct {
 
 // recordColumns are the columns of holder records (schema.sql), which
 // tables made before them lack until the DDL runs again.
-var recordColumns = []string{"owner", "token", "label", "value"}
+var recordColumns = []string{"owner", "token", "label", "value", "permits", "held_until"}
 
 func newNames(schema, table string) (names, error) {
 	if err := checkName("schema", schema, maxIdentLen); err != nil {

@@ -40,6 +40,17 @@ ALTER TABLE {{schema}}.{{table}}
     ADD COLUMN IF NOT EXISTS label text,
     ADD COLUMN IF NOT EXISTS value text;
 
+-- N-permit locks and minimum holds (since the permits release; added to
+-- tables made before). permits is the limit of a key used as an N-permit
+-- lock, on its lock row, changed only while nobody holds or waits for it;
+-- its permits are rows keyed '\xfe' || key || '\x00' || the permit's number
+-- (two bytes), each taken FOR UPDATE by its holder (who holds the lock row
+-- FOR SHARE). held_until, on a holder record, is the end of the holder's
+-- minimum hold: until then the lock (or permit) is not granted again.
+ALTER TABLE {{schema}}.{{table}}
+    ADD COLUMN IF NOT EXISTS permits integer,
+    ADD COLUMN IF NOT EXISTS held_until timestamptz;
+
 -- Fencing tokens, shared by all keys of the table. NO CYCLE: a token never
 -- wraps around. CACHE 1: no backend holds values that another would overtake.
 -- The backend raises it to the server clock in microseconds (never lowers it)

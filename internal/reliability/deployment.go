@@ -224,7 +224,7 @@ func ZooKeeperEnsemble(t testing.TB) *Deployment {
 func Postgres(t testing.TB) *Deployment {
 	dsn := testenv.PostgresDB(t)
 	table := "rel_" + fresh()
-	d := &Deployment{Name: "postgres", TTL: time.Second, Liveness: 10 * time.Second, tb: t,
+	d := &Deployment{Name: "postgres", TTL: time.Second, Liveness: 10 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{testenv.Postgres(t)}}
 	d.connect = func(_ context.Context, addrs []string) (locker.Locker, error) {
 		u, err := url.Parse(dsn)
