@@ -277,7 +277,7 @@ func queueBegin(req *driver.Request, st *connState) *pgx.Batch {
 
 // queueToken queues tokenSQL for a holder of row.
 func (b *backend) queueToken(batch *pgx.Batch, req *driver.Request, row string) *pgx.QueuedQuery {
-	suffix, _ := holderAppName(req.TTL, req.Label)
+	suffix, _ := holderAppName(req.TTL, req.Label, req.Value != "" || req.MinHold > 0)
 	return batch.Queue(b.tokenSQL(), b.n.sequence, appPrefix, suffix, b.watchLock(req.Key), recordKey(row))
 }
 

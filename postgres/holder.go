@@ -16,6 +16,7 @@ import (
 // application_name, which pg_stat_activity shows to every role:
 //
 //	locker <token> <ttl_ms> =<label>   the label is complete
+//	locker <token> <ttl_ms> +<label>   the label is complete; a holder record follows
 //	locker <token> <ttl_ms> ~<prefix>  the label is in the holder record
 //
 // A label that is not printable ASCII or too long for the 63 bytes the
@@ -29,11 +30,16 @@ const (
 )
 
 // holderAppName returns what follows the token in a holder's
-// application_name, and whether the label is complete in it.
-func holderAppName(ttl time.Duration, label string) (suffix string, complete bool) {
+// application_name, and whether the label is complete in it. recorded says
+// the grant writes a holder record (a value or a minimum hold): until it is
+// committed, the holder is not fully known (see Inspect).
+func holderAppName(ttl time.Duration, label string, recorded bool) (suffix string, complete bool) {
 	s := " " + millis(ttl) + " "
 	room := maxAppName - len(appPrefix) - maxDigits - len(s) - 1
 	if len(label) <= room && printable(label) {
+		if recorded {
+			return s + "+" + label, true
+		}
 		return s + "=" + label, true
 	}
 	p := []byte(label[:min(len(label), room)])
@@ -60,6 +66,7 @@ type holderApp struct {
 	ttl      time.Duration
 	label    string
 	complete bool
+	recorded bool // a holder record of this token is written after the grant
 }
 
 // parseHolderApp reads a holder's application_name; false if it is not
@@ -76,10 +83,11 @@ func parseHolderApp(s string) (holderApp, bool) {
 	}
 	token, err1 := strconv.ParseUint(f[0], 10, 64)
 	ms, err2 := strconv.ParseInt(f[1], 10, 64)
-	if err1 != nil || err2 != nil || (f[2][0] != '=' && f[2][0] != '~') {
+	if err1 != nil || err2 != nil || !strings.ContainsRune("=+~", rune(f[2][0])) {
 		return h, false
 	}
-	return holderApp{token: token, ttl: time.Duration(ms) * time.Millisecond, label: f[2][1:], complete: f[2][0] == '='}, true
+	return holderApp{token: token, ttl: time.Duration(ms) * time.Millisecond, label: f[2][1:],
+		complete: f[2][0] != '~', recorded: f[2][0] != '='}, true
 }
 
 // watcherAppName is the application_name of a connection that watches the
@@ -127,7 +135,7 @@ func (b *backend) recordSQL() string {
 // application_name cannot hold it or the lock has a minimum hold (the
 // record shows it once the session is gone), else NULL.
 func (l *lock) recordLabel() any {
-	if _, complete := holderAppName(0, l.label); complete && l.minHold == 0 {
+	if _, complete := holderAppName(0, l.label, false); complete && l.minHold == 0 {
 		return nil
 	}
 	return l.label

@@ -50,6 +50,10 @@ type described struct {
 	info    driver.LockInfo
 	ttl     time.Duration
 	permits int // the limit of an N-permit key, else 0 or 1
+	// unannounced: the holder's grant writes a holder record (its value,
+	// a label too long for application_name, a minimum hold) that is not
+	// committed yet — the grant has not been handed out.
+	unannounced bool
 }
 
 // describe runs describeSQL on q.
@@ -93,6 +97,7 @@ func (b *backend) describe(ctx context.Context, q *pgx.Conn, where string, limit
 			if ok {
 				d.ttl = h.ttl
 				d.info.Token, d.info.Label = h.token, h.label
+				d.unannounced = h.recorded && (rtoken == nil || uint64(*rtoken) != h.token)
 				if rtoken != nil && uint64(*rtoken) == h.token {
 					if rlabel != nil {
 						d.info.Label = *rlabel
@@ -193,15 +198,36 @@ func (b *backend) withConn(ctx context.Context, f func(*pgx.Conn) error) error {
 }
 
 // Inspect implements driver.Inspector from the catalog: it never locks.
+//
+// A holder whose record is still being written (its grant's value, say) is
+// read again until the record is there, for up to announceWait: the
+// record is committed by the holder's Locker right after the grant, before
+// the grant is handed out, and a value must show with its grant (an
+// election's observers see a leader with the value it campaigned with).
+// Past announceWait (a holder whose Locker stopped between the two), the
+// holder is shown as it is.
 func (b *backend) Inspect(ctx context.Context, key string) (driver.LockInfo, error) {
 	var d described
 	err := b.withConn(ctx, func(conn *pgx.Conn) error {
-		var err error
-		d, err = b.inspectOn(ctx, conn, key)
-		return err
+		pause, end := time.Millisecond, time.Now().Add(announceWait)
+		for {
+			var err error
+			if d, err = b.inspectOn(ctx, conn, key); err != nil || !d.unannounced || time.Now().After(end) {
+				return err
+			}
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			pause = min(2*pause, 50*time.Millisecond)
+		}
 	})
 	return d.info, err
 }
+
+// announceWait bounds how long Inspect waits for a new holder's record.
+const announceWait = 2 * time.Second
 
 // List implements driver.Inspector in key order, by keyset: the cursor is
 // the last key read, in hex. One call reads at most limit lock rows, held
