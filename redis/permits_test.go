@@ -103,3 +103,38 @@ func TestRedis_Permits_PlainLockOnPermitKey_ErrInvalidOption(t *testing.T) {
 		t.Fatalf("Inspect after the last permit's release = %+v, %v; want free", info, err)
 	}
 }
+
+// A refresh inside the minimum hold never moves the lock's end on the
+// server before the hold's end (a PEXPIRE of the TTL alone would): for a
+// lock and for a permit.
+func TestRedis_MinHold_RefreshKeepsHoldEnd(t *testing.T) {
+	addr := testenv.Redis(t).Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := newSingle(t, addr)
+	for _, limit := range []int{1, 2} {
+		key := "hold/" + testPrefix()
+		lease, err := l.TryAcquire(ctx, key, locker.WithTTL(time.Second), locker.WithMinHold(time.Hour),
+			locker.WithLimit(limit), locker.WithAutoRefresh(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		info, err := locker.Inspect(ctx, l, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The hold ends an hour after the grant: far more than any delay.
+		if !info.Held || info.TTL < 30*time.Minute {
+			t.Errorf("limit %d: after a refresh inside a minimum hold of 1h, TTL 1s: %+v, want held for most of the hour", limit, info)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info, err := locker.Inspect(ctx, l, key); err != nil || !info.Held || info.TTL < 30*time.Minute {
+			t.Errorf("limit %d: after a release inside a minimum hold of 1h: %+v, %v; want held for most of the hour", limit, info, err)
+		}
+	}
+}
