@@ -16,7 +16,8 @@
 local now = now_ms(now_us())
 local held = redis.call('GET', KEYS[1])
 local score = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[1]) or '0')
-if score <= now then
+-- Without its '#' key (deleted by FLUSHALL, evicted) a permit is gone too.
+if score <= now or not held or string.sub(held, 1, 1) ~= '#' then
   -- Gone. If the fence still holds this permit's token, nobody was granted
   -- a permit since: the same release ran before. Released, not lost.
   if ARGV[3] ~= '' and redis.call('GET', KEYS[6]) == ARGV[3] then return 1 end

@@ -58,8 +58,7 @@ func (b *backend) attemptPermit(ctx context.Context, req *driver.Request, n name
 	if token, ok := v.(int64); ok {
 		return &permit{b: b, n: n, val: val, token: token, start: start, minHold: holdArg(req)}, 0, nil
 	}
-	a, ok := v.([]any)
-	if len(a) == 2 {
+	if a, _ := v.([]any); len(a) == 2 {
 		flag, ok1 := a[0].(int64)
 		x, ok2 := a[1].(int64)
 		switch {
@@ -70,7 +69,7 @@ func (b *backend) attemptPermit(ctx context.Context, req *driver.Request, n name
 			return nil, time.Duration(max(x, 0)) * time.Millisecond, nil
 		}
 	}
-	return nil, 0, fmt.Errorf("redis: unexpected script reply %v (%t)", v, ok)
+	return nil, 0, fmt.Errorf("redis: unexpected script reply %v", v)
 }
 
 // permit is one permit of an N-permit lock on one deployment.
@@ -86,12 +85,16 @@ type permit struct {
 func (p *permit) Token() uint64    { return uint64(p.token) }
 func (p *permit) Start() time.Time { return p.start }
 
-func (p *permit) Refresh(ctx context.Context, ttl time.Duration) error {
-	hold := p.minHold
-	if hold == nil {
-		hold = ""
+// hold is the minimum hold as the permit scripts take it: "" for none.
+func (p *permit) hold() any {
+	if p.minHold == nil {
+		return ""
 	}
-	n, err := permitRefreshScript.Run(ctx, p.b.client, []string{p.n.lock, p.n.sem, p.n.sinfo}, p.val, ttlMillis(ttl), hold).Int64()
+	return p.minHold
+}
+
+func (p *permit) Refresh(ctx context.Context, ttl time.Duration) error {
+	n, err := permitRefreshScript.Run(ctx, p.b.client, []string{p.n.lock, p.n.sem, p.n.sinfo}, p.val, ttlMillis(ttl), p.hold()).Int64()
 	if err != nil {
 		return err
 	}
@@ -103,16 +106,13 @@ func (p *permit) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // release runs permit_release.lua once; it is safe to repeat.
 func (p *permit) release(ctx context.Context) (int64, error) {
-	token, hold := any(""), p.minHold
+	token := any("")
 	if p.token > 0 {
 		token = p.token
 	}
-	if hold == nil {
-		hold = ""
-	}
 	return permitReleaseScript.Run(ctx, p.b.client,
 		[]string{p.n.lock, p.n.queue, p.n.deadlines, p.n.sem, p.n.sinfo, p.n.fence},
-		p.val, p.b.wakeArg, token, hold).Int64()
+		p.val, p.b.wakeArg, token, p.hold()).Int64()
 }
 
 func (p *permit) Release(ctx context.Context) error {
