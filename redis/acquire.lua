@@ -29,17 +29,7 @@
 local waiter = ARGV[5]
 local r = grant(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
 if type(r) == 'table' then
-  if waiter then
-    -- The waiter tries again at the latest when the holder's lock expires
-    -- (plus up to a tenth of jitter): until then, and a slack, it is live.
-    local live = math.floor(math.max(r[2], 0) * 1.1) + tonumber(ARGV[6])
-    if ARGV[7] then live = tonumber(ARGV[7]) end
-    local now = now_us()
-    redis.call('ZADD', KEYS[4], 'NX', string.format('%.0f', now), waiter)
-    redis.call('HSET', KEYS[5], waiter, string.format('%.0f', math.floor(now / 1000) + live))
-    stretch(KEYS[4], live)
-    stretch(KEYS[5], live)
-  end
+  if waiter then enqueue(KEYS[4], KEYS[5], waiter, r[2], ARGV[6], ARGV[7]) end
   return r
 end
 

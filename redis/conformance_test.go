@@ -61,13 +61,18 @@ func connectMasters(addrs []string) []goredis.UniversalClient {
 }
 
 func (h *harness) newLocker(addrs []string, opts ...locker.Option) (locker.Locker, []goredis.UniversalClient, error) {
+	// A third of the TTL rather than the default tenth: five masters in
+	// containers on a busy 2-core CI machine miss 100 ms now and then,
+	// and a release that misses its quorum fails the contention test.
+	return h.newLockerTimeout(addrs, h.ttl/3, opts...)
+}
+
+// newLockerTimeout is newLocker with Redlock's node timeout nodeTimeout.
+func (h *harness) newLockerTimeout(addrs []string, nodeTimeout time.Duration, opts ...locker.Option) (locker.Locker, []goredis.UniversalClient, error) {
 	opts = append([]locker.Option{redis.WithPrefix(h.prefix), redis.CloseClients()}, opts...)
 	cs := h.connect(addrs)
 	if h.redlock {
-		// A third of the TTL rather than the default tenth: five masters in
-		// containers on a busy 2-core CI machine miss 100 ms now and then,
-		// and a release that misses its quorum fails the contention test.
-		l, err := redis.NewRedlock(cs, append(opts, redis.WithNodeTimeout(h.ttl/3))...)
+		l, err := redis.NewRedlock(cs, append(opts, redis.WithNodeTimeout(nodeTimeout))...)
 		return l, cs, err
 	}
 	l, err := redis.New(cs[0], opts...)
@@ -102,12 +107,20 @@ func (h *harness) Crash(_ *testing.T, l locker.Locker) {
 }
 
 // NewUnreachableLocker points at a closed port (every master, for Redlock).
+//
+// Redlock's TryAcquire on masters that all refuse runs failedRounds (3)
+// rounds of at most a node timeout each, with a random pause of up to one
+// and then two node timeouts between them: at most six node timeouts. The
+// suite allows 3 s; the contention tests' node timeout (a third of the
+// 2 s TTL) would promise up to 4 s, and took 3.4 s once on a loaded
+// machine. The default node timeout (a tenth of the TTL, at most 250 ms)
+// promises at most 1.2 s here: room for a load that more than doubles it.
 func (h *harness) NewUnreachableLocker(_ context.Context, t *testing.T) (locker.Locker, error) {
 	addrs := make([]string, len(h.addrs))
 	for i := range addrs {
 		addrs[i] = closedAddr(t)
 	}
-	l, _, err := h.newLocker(addrs)
+	l, _, err := h.newLockerTimeout(addrs, redis.DefaultNodeTimeout(h.ttl))
 	return l, err
 }
 

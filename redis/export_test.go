@@ -1,5 +1,11 @@
 package redis
 
+import "time"
+
 // CloseClients is the option Open gives its Lockers, for tests that make
 // their own clients and want Close to close them.
 var CloseClients = closeClients
+
+// DefaultNodeTimeout is Redlock's per-master timeout for ttl when
+// WithNodeTimeout does not set one.
+func DefaultNodeTimeout(ttl time.Duration) time.Duration { return (&redlock{}).timeout(ttl) }

@@ -4,10 +4,11 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  the waiter queue
 -- KEYS[3]  the waiters' deadlines
+-- KEYS[4]  the permits of an N-permit lock (see permits.lua)
 -- ARGV[1]  the waiter id
 -- ARGV[2]  the entry's liveness in ms: it is stale if not renewed by then
 --
--- Returns 1 when the lock is free and this waiter is the first live waiter
+-- Returns 1 when the lock (or a permit) is free and this waiter is the first live waiter
 -- (its wake-up went to a head that died, or was lost): it tries now; -1 when
 -- it is no longer queued (judged stale): it tries now, and queues again;
 -- 0 otherwise: it keeps waiting. Only the head is told to try, so a dead
@@ -19,7 +20,7 @@ local now = math.floor(now_us() / 1000)
 redis.call('HSET', KEYS[3], ARGV[1], string.format('%.0f', now + tonumber(ARGV[2])))
 stretch(KEYS[2], tonumber(ARGV[2]))
 stretch(KEYS[3], tonumber(ARGV[2]))
-if redis.call('EXISTS', KEYS[1]) == 1 then
+if not is_free(KEYS[1], KEYS[4]) then
   return 0
 end
 for _ = 1, 16 do

@@ -44,7 +44,9 @@ func (s seen) info(key string, waiters int) driver.LockInfo {
 }
 
 // inspectKeys are inspect.lua's keys.
-func (n names) inspectKeys() []string { return []string{n.lock, n.fence, n.info, n.queue, n.deadlines} }
+func (n names) inspectKeys() []string {
+	return []string{n.lock, n.fence, n.info, n.queue, n.deadlines, n.sem, n.sinfo}
+}
 
 // readSeen parses inspect.lua's reply.
 func readSeen(v any, err error) (seen, error) {

@@ -22,6 +22,8 @@ type names struct {
 	deadlines string // waiter id -> when its entry is stale (hash); expires likewise
 	info      string // grant time and published value (string); lives as long as the lock
 	events    string // the channel the scripts signal the lock's changes on (queue.lua: signal)
+	sem       string // an N-permit lock's permits (sorted set, permits.lua); live as long as the last
+	sinfo     string // their grant times and tokens (hash); likewise
 }
 
 // encodeKey maps a stored lock key (any bytes, NUL included) to a hash tag.
@@ -36,8 +38,8 @@ func (b *base) names(key string) names {
 	tag := encodeKey(key)
 	p := b.prefix + "{" + tag + "}"
 	// The names are slices of one string: every acquisition needs them,
-	// and one allocation costs less than six.
-	all := p + ":lock" + p + ":fence" + p + ":q" + p + ":qd" + p + ":info" + p + ":ev"
+	// and one allocation costs less than eight.
+	all := p + ":lock" + p + ":fence" + p + ":q" + p + ":qd" + p + ":info" + p + ":ev" + p + ":sem" + p + ":si"
 	cut := func(suffix string) (name string) {
 		name, all = all[:len(p)+len(suffix)], all[len(p)+len(suffix):]
 		return name
@@ -49,6 +51,8 @@ func (b *base) names(key string) names {
 	n.deadlines = cut(":qd")
 	n.info = cut(":info")
 	n.events = cut(":ev")
+	n.sem = cut(":sem")
+	n.sinfo = cut(":si")
 	return n
 }
 

@@ -1,10 +1,11 @@
 -- leave.lua: a waiter that gave up leaves the queue; if it was the head and
--- the lock is free, it may have been woken for it, so the next live waiter
+-- the lock (or a permit) is free, it may have been woken for it, so the next live waiter
 -- is woken instead. (queue.lua comes first.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the waiter queue
 -- KEYS[3]  the waiters' deadlines
+-- KEYS[4]  the permits of an N-permit lock (see permits.lua)
 -- ARGV[1]  the waiter id
 -- ARGV[2]  the wake-up channel prefix
 --
@@ -14,7 +15,7 @@ redis.call('HDEL', KEYS[3], ARGV[1])
 if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then
   return 0
 end
-if head == ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
+if head == ARGV[1] and is_free(KEYS[1], KEYS[4]) then
   wake_head(KEYS[2], KEYS[3], ARGV[2])
 end
 return 1

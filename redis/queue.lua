@@ -33,6 +33,29 @@ local function signal(lock, what)
   end
 end
 
+-- advance hands out the next fencing token of a lock (or a permit) and
+-- stores it as the counter: max(counter + 1, now, hint), now the server
+-- time in µs (see grant).
+local function advance(fence, now, hint)
+  local token = now
+  if hint and hint > token and hint <= now + 10000000 then token = hint end
+  if redis.REDIS_VERSION_NUM then
+    -- Redis 7: store the floor and read the previous token in one command;
+    -- the counter wins only when two grants share a microsecond, or the
+    -- clock stepped back.
+    local last = tonumber(redis.call('SET', fence, string.format('%.0f', token), 'GET') or '0')
+    if last + 1 > token then
+      token = last + 1
+      redis.call('SET', fence, string.format('%.0f', token))
+    end
+  else
+    local last = tonumber(redis.call('GET', fence) or '0')
+    if last + 1 > token then token = last + 1 end
+    redis.call('SET', fence, string.format('%.0f', token))
+  end
+  return token
+end
+
 -- grant takes lock (a string holding the owner value val, expiring in ttl
 -- ms) and hands out its fencing token, atomically. It returns the token
 -- (an integer, > 0) when the lock is now held by val, or {0, pttl, holder}
@@ -70,22 +93,7 @@ local function grant(lock, fence, info, val, ttl, value, hint)
     -- and was never delivered: hand out a new one, as for a fresh grant.
   end
   local now = now_us()
-  local token = now
-  if hint and hint > token and hint <= now + 10000000 then token = hint end
-  if redis.REDIS_VERSION_NUM then
-    -- Redis 7: store the floor and read the previous token in one command;
-    -- the counter wins only when two grants share a microsecond, or the
-    -- clock stepped back.
-    local last = tonumber(redis.call('SET', fence, string.format('%.0f', token), 'GET') or '0')
-    if last + 1 > token then
-      token = last + 1
-      redis.call('SET', fence, string.format('%.0f', token))
-    end
-  else
-    local last = tonumber(redis.call('GET', fence) or '0')
-    if last + 1 > token then token = last + 1 end
-    redis.call('SET', fence, string.format('%.0f', token))
-  end
+  local token = advance(fence, now, hint)
   redis.call('SET', info, string.format('%.0f', now) .. ' ' .. value, 'PX', ttl)
   signal(lock, 'granted')
   return token
@@ -120,4 +128,29 @@ end
 -- waiter may need longer).
 local function stretch(key, ms)
   if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+
+-- enqueue puts waiter in the queue, keeping its place (ZADD NX), live for
+-- ms: it tries again at the latest when the holder's PTTL ends (plus up
+-- to a tenth of jitter), so until then and slack ms, or for the liveness
+-- its heartbeats renew (liveness, absent for Redlock).
+local function enqueue(queue, deadlines, waiter, pttl, slack, liveness)
+  local live = math.floor(math.max(pttl, 0) * 1.1) + tonumber(slack)
+  if liveness then live = tonumber(liveness) end
+  local now = now_us()
+  redis.call('ZADD', queue, 'NX', string.format('%.0f', now), waiter)
+  redis.call('HSET', deadlines, waiter, string.format('%.0f', math.floor(now / 1000) + live))
+  stretch(queue, live)
+  stretch(deadlines, live)
+end
+
+-- is_free reports whether a waiter could take the lock now: its key is
+-- gone, or it is an N-permit lock ('#' and N, see permits.lua) with fewer
+-- than N permits live in sem.
+local function is_free(lock, sem)
+  local held = redis.call('GET', lock)
+  if not held then return true end
+  if string.sub(held, 1, 1) ~= '#' then return false end
+  local now = math.floor(now_us() / 1000)
+  return redis.call('ZCOUNT', sem, '(' .. now, '+inf') < tonumber(string.sub(held, 2))
 end

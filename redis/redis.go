@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/distlock/locker"
@@ -50,10 +51,10 @@ func (b *base) subscriber(c goredis.UniversalClient) *subscriber {
 // info keys and sends three arguments: it is the uncontended path.
 func (b *base) acquireArgs(n names, req *driver.Request, val string, waiter string) ([]string, []any) {
 	if waiter == "" {
-		return []string{n.lock, n.fence, n.info}, []any{val, ttlMillis(req.TTL), req.Value}
+		return []string{n.lock, n.fence, n.info}, []any{val, serverTTL(req), req.Value}
 	}
 	return []string{n.lock, n.fence, n.info, n.queue, n.deadlines},
-		[]any{val, ttlMillis(req.TTL), req.Value, b.wakeArg, waiter, staleAfter(req.TTL)}
+		[]any{val, serverTTL(req), req.Value, b.wakeArg, waiter, staleAfter(req.TTL)}
 }
 
 // heartbeatArgs are acquire.lua's keys and arguments for a waiter that
@@ -66,9 +67,8 @@ func (b *base) heartbeatArgs(n names, req *driver.Request, val string, waiter st
 	return keys, append(args, waiterLiveness.Milliseconds())
 }
 
-// queueKeys are the keys of release.lua, and their first three those of
-// leave.lua and heartbeat.lua (an array: a held lock keeps them, and its
-// release slices them without allocating).
+// queueKeys are the keys of release.lua (an array: a held lock keeps them,
+// and its release slices them without allocating).
 func (n names) queueKeys() [5]string { return [5]string{n.lock, n.queue, n.deadlines, n.fence, n.info} }
 
 // RoundTTL implements driver.TTLRounder: PX counts whole milliseconds.
@@ -112,10 +112,14 @@ func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, wai
 	if err := b.eviction.check(ctx, b.client); err != nil {
 		return nil, 0, err
 	}
+	if req.Limit > 1 {
+		return b.attemptPermit(ctx, req, n, waiter)
+	}
 	start := time.Now()
 	val := value(req)
 	keys, args := b.heartbeatArgs(n, req, val, waiter)
-	ok, x, err := pair(acquireScript.Run(ctx, b.client, keys, args...).Result())
+	v, err := acquireScript.Run(ctx, b.client, keys, args...).Result()
+	ok, x, err := pair(v, err)
 	if err != nil {
 		if outcomeUnknown(err) {
 			b.cleanup(ctx, n, val, req.TTL)
@@ -123,9 +127,12 @@ func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, wai
 		return nil, 0, err
 	}
 	if !ok {
+		if h := holderOf(v); strings.HasPrefix(h, "#") {
+			return nil, 0, limitMismatch(h[1:], req.Limit)
+		}
 		return nil, time.Duration(x) * time.Millisecond, nil
 	}
-	return &lock{b: b, keys: n.queueKeys(), val: val, token: uint64(x), start: start}, 0, nil
+	return &lock{b: b, keys: n.queueKeys(), val: val, token: uint64(x), start: start, minHold: holdArg(req)}, 0, nil
 }
 
 // outcomeUnknown reports whether a failed request may have run on the
@@ -192,8 +199,7 @@ func (b *backend) cleanup(ctx context.Context, n names, val string, ttl time.Dur
 func (b *base) leave(ctx context.Context, c goredis.UniversalClient, n names, w *waiter) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	keys := n.queueKeys()
-	leaveScript.Run(ctx, c, keys[:3], w.id, b.wake)
+	leaveScript.Run(ctx, c, []string{n.lock, n.queue, n.deadlines, n.sem}, w.id, b.wake)
 }
 
 func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
@@ -243,7 +249,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 // entry every heartbeatEvery.
 func (b *backend) wait(ctx context.Context, n names, w *waiter, d time.Duration) error {
 	end := time.Now().Add(d)
-	keys := n.queueKeys()
+	keys := []string{n.lock, n.queue, n.deadlines, n.sem}
 	for {
 		left := time.Until(end)
 		if left <= 0 {
@@ -259,7 +265,7 @@ func (b *backend) wait(ctx context.Context, n names, w *waiter, d time.Duration)
 		// A failed heartbeat is no error: the entry may go stale, and the
 		// fallback wait still ends. One later than the liveness is useless.
 		bctx, cancel := context.WithTimeout(ctx, waiterLiveness)
-		r, err := beatScript.Run(bctx, b.client, keys[:3], w.id, waiterLiveness.Milliseconds()).Int64()
+		r, err := beatScript.Run(bctx, b.client, keys, w.id, waiterLiveness.Milliseconds()).Int64()
 		cancel()
 		if err == nil && r != 0 {
 			return nil
@@ -285,6 +291,9 @@ type lock struct {
 	val   string
 	token uint64
 	start time.Time
+	// minHold is the minimum hold in ms for refresh.lua and release.lua,
+	// or nil for none: then they run exactly as without the ability.
+	minHold any
 }
 
 func (l *lock) Token() uint64 { return l.token }
@@ -292,7 +301,11 @@ func (l *lock) Token() uint64 { return l.token }
 func (l *lock) Start() time.Time { return l.start }
 
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	n, err := refreshScript.Run(ctx, l.b.client, []string{l.keys[0], l.keys[4]}, l.val, ttlMillis(ttl)).Int64()
+	args := []any{l.val, ttlMillis(ttl)}
+	if l.minHold != nil {
+		args = append(args, l.minHold)
+	}
+	n, err := refreshScript.Run(ctx, l.b.client, []string{l.keys[0], l.keys[4]}, args...).Int64()
 	if err != nil {
 		return err
 	}
@@ -308,6 +321,9 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 func (l *lock) Release(ctx context.Context) error {
 	run := func(ctx context.Context) (int64, error) {
 		// The token as the fence holds it: go-redis writes it in decimal.
+		if l.minHold != nil {
+			return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.token, "", l.minHold).Int64()
+		}
 		return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.token).Int64()
 	}
 	n, err := run(ctx)

@@ -267,7 +267,7 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	req, n, val := a.req, a.n, a.val
 	timeout := r.timeout(req.TTL)
 	res := make([]nodeResult, len(r.nodes))
-	script, keys, args := grantScript, []string{n.lock, n.fence, n.info}, []any{val, ttlMillis(req.TTL), req.Value, time.Now().Add(hintMargin).UnixMicro()}
+	script, keys, args := grantScript, []string{n.lock, n.fence, n.info}, []any{val, serverTTL(req), req.Value, time.Now().Add(hintMargin).UnixMicro()}
 	if waiter != "" {
 		script = acquireScript
 		keys, args = r.acquireArgs(n, req, val, waiter)
@@ -300,7 +300,7 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 		fenced, ferr := r.raiseFences(ctx, res, n, val, token, timeout)
 		validity := req.TTL - time.Since(start) - driver.DriftMargin(req.TTL)
 		if fenced >= r.quorum && validity > 0 {
-			return &rlock{r: r, n: n, val: val, token: uint64(token), start: start, ttl: req.TTL}, verdict{}, nil
+			return &rlock{r: r, n: n, val: val, token: uint64(token), start: start, ttl: req.TTL, minHold: holdArg(req)}, verdict{}, nil
 		}
 		if validity <= 0 {
 			errs = append(errs, fmt.Errorf("redlock: round took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), req.TTL))
@@ -325,7 +325,7 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	for i, x := range res {
 		sent[i] = x.err == nil || maybeRan(x.err)
 	}
-	undone, _ := r.releaseOn(context.WithoutCancel(ctx), sent, n, val, false, timeout)
+	undone, _ := r.releaseOn(context.WithoutCancel(ctx), sent, n, val, false, nil, timeout)
 	for i, x := range res {
 		if x.ok && undone[i] < 0 || x.err != nil && maybeRan(x.err) && undone[i] != 1 {
 			a.mark(i, len(r.nodes))
@@ -414,13 +414,14 @@ func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, va
 // answered: 1 released, 0 not held by val, -1 failed. With wake, each
 // master that released wakes the head of its queue: at most one waiter per
 // master.
-func (r *redlock) releaseEach(ctx context.Context, n names, val string, wake bool, timeout time.Duration) ([]int8, error) {
-	return r.releaseOn(ctx, nil, n, val, wake, timeout)
+func (r *redlock) releaseEach(ctx context.Context, n names, val string, wake bool, hold any, timeout time.Duration) ([]int8, error) {
+	return r.releaseOn(ctx, nil, n, val, wake, hold, timeout)
 }
 
 // releaseOn is releaseEach on the masters i with only[i] (all when only is
-// nil); the others answer 0.
-func (r *redlock) releaseOn(ctx context.Context, only []bool, n names, val string, wake bool, timeout time.Duration) ([]int8, error) {
+// nil); the others answer 0. hold is the lock's minimum hold (rlock's
+// minHold), nil for none and for an undo, which deletes.
+func (r *redlock) releaseOn(ctx context.Context, only []bool, n names, val string, wake bool, hold any, timeout time.Duration) ([]int8, error) {
 	var mu sync.Mutex
 	var errs []error
 	var ch any = ""
@@ -433,7 +434,11 @@ func (r *redlock) releaseOn(ctx context.Context, only []bool, n names, val strin
 		if only != nil && !only[i] {
 			return
 		}
-		x, e := releaseScript.Run(ctx, c, keys[:], val, ch).Int64()
+		args := []any{val, ch}
+		if hold != nil {
+			args = append(args, "", "", hold)
+		}
+		x, e := releaseScript.Run(ctx, c, keys[:], args...).Int64()
 		switch {
 		case e != nil:
 			answers[i] = -1
@@ -485,7 +490,7 @@ func (r *redlock) settle(a *acquisition) {
 			case <-ctx.Done():
 				return
 			}
-			res, _ := r.releaseOn(ctx, a.pending, a.n, a.val, true, r.timeout(a.req.TTL))
+			res, _ := r.releaseOn(ctx, a.pending, a.n, a.val, true, nil, r.timeout(a.req.TTL))
 			left := false
 			for i, x := range res {
 				if !a.pending[i] {
@@ -695,7 +700,14 @@ type rlock struct {
 	token uint64
 	start time.Time
 	ttl   time.Duration // of the acquisition: sets the per-node timeout of Release
+	// minHold is as lock's: each master keeps the lock until its own grant
+	// time plus the hold, and a release before then leaves it so.
+	minHold any
 }
+
+// MinHolds implements driver.MinHolds: every master keeps the lock for the
+// minimum hold since its own grant, so a majority holds it that long.
+func (r *redlock) MinHolds() {}
 
 func (l *rlock) Token() uint64    { return l.token }
 func (l *rlock) Start() time.Time { return l.start }
@@ -708,7 +720,11 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 	// A refresh does not spend the validity of a new grant: the deadline
 	// counts from before it was sent. So a master may take up to the refresh
 	// interval (a third of the TTL) to answer, not just the node timeout.
-	err := l.onHolders(ctx, "refreshed", max(l.r.timeout(ttl), ttl/3), refreshScript, ttlMillis(ttl))
+	args := []any{ttlMillis(ttl)}
+	if l.minHold != nil {
+		args = append(args, l.minHold)
+	}
+	err := l.onHolders(ctx, "refreshed", max(l.r.timeout(ttl), ttl/3), refreshScript, args...)
 	if err == nil && time.Since(start) >= ttl-driver.DriftMargin(ttl) {
 		return fmt.Errorf("redlock: refresh took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), ttl)
 	}
@@ -720,12 +736,13 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 // not the caller's) on every master. It succeeds when a majority did it,
 // reports ErrLeaseLost when no majority holds the lock for this owner any
 // more, and otherwise an error saying what the masters answered.
-func (l *rlock) onHolders(ctx context.Context, done string, timeout time.Duration, script *goredis.Script, arg any) error {
+func (l *rlock) onHolders(ctx context.Context, done string, timeout time.Duration, script *goredis.Script, args ...any) error {
+	args = append([]any{l.val}, args...)
 	var mu sync.Mutex
 	var ok, lost int
 	var errs []error
 	l.r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
-		x, err := script.Run(ctx, c, []string{l.n.lock, l.n.info}, l.val, arg).Int64()
+		x, err := script.Run(ctx, c, []string{l.n.lock, l.n.info}, args...).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -750,7 +767,7 @@ func (l *rlock) onHolders(ctx context.Context, done string, timeout time.Duratio
 // ErrLeaseLost when no majority held it any more, and an error when too
 // many masters failed to tell.
 func (l *rlock) Release(ctx context.Context) error {
-	answers, err := l.r.releaseEach(ctx, l.n, l.val, true, l.r.timeout(l.ttl))
+	answers, err := l.r.releaseEach(ctx, l.n, l.val, true, l.minHold, l.r.timeout(l.ttl))
 	var released, failed int
 	for _, x := range answers {
 		switch x {

@@ -4,10 +4,23 @@
 -- KEYS[2]  the lock's info (lives as long as the lock)
 -- ARGV[1]  the owner value
 -- ARGV[2]  the TTL in milliseconds
+-- ARGV[3]  the lock's minimum hold in ms (absent for none): the lock is
+--          never set to end before it has passed since the grant
 --
 -- Returns 1 when extended, 0 when the lock is gone or held by another owner.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
+local ttl = ARGV[2]
+if ARGV[3] then
+  -- TIME before a write: see queue.lua.
+  if not redis.REDIS_VERSION_NUM and redis.replicate_commands then redis.replicate_commands() end
+  local granted = tonumber(string.match(redis.call('GET', KEYS[2]) or '', '^(%d+)'))
+  if granted then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    ttl = math.max(tonumber(ttl), math.floor(granted / 1000) + tonumber(ARGV[3]) - now)
+  end
+end
+redis.call('PEXPIRE', KEYS[2], ttl)
+return redis.call('PEXPIRE', KEYS[1], ttl)

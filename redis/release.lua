@@ -12,13 +12,25 @@
 -- ARGV[3]  the lease's token in decimal, or "" (absent for Redlock)
 -- ARGV[4]  for the clean-up of an acquire whose outcome is unknown: how
 --          long, in ms, a lock found free is kept from that acquire, should
---          it still land (absent otherwise)
+--          it still land ("" or absent otherwise)
+-- ARGV[5]  the lock's minimum hold in ms (absent for none): a release
+--          before it has passed since the grant (the info's grant time)
+--          leaves the lock held until then, and wakes nobody
 --
 -- Returns 1 when released, 0 when the lock is gone or held by another owner.
 -- The fence key is left alone on purpose: it must outlive the lock, or the
 -- next holder's token could repeat this one.
 local held = redis.call('GET', KEYS[1])
 if held == ARGV[1] then
+  if ARGV[5] then
+    local granted = tonumber(string.match(redis.call('GET', KEYS[5]) or '', '^(%d+)'))
+    local left = granted and math.floor(granted / 1000) + tonumber(ARGV[5]) - math.floor(now_us() / 1000)
+    if left and left > 0 then
+      redis.call('PEXPIRE', KEYS[1], left)
+      redis.call('PEXPIRE', KEYS[5], left)
+      return 1
+    end
+  end
   redis.call('DEL', KEYS[1], KEYS[5])
   signal(KEYS[1], 'released')
   if ARGV[2] ~= '' then
@@ -35,7 +47,7 @@ if not held then
   end
   -- A clean-up that finds the lock free: the acquire it cleans up after may
   -- still be on its way. A value no owner has keeps it from taking the lock.
-  if ARGV[4] then
+  if ARGV[4] and ARGV[4] ~= '' then
     redis.call('SET', KEYS[1], '~' .. ARGV[1], 'PX', ARGV[4], 'NX')
   end
 end

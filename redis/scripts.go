@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/distlock/locker/driver"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -34,6 +35,14 @@ var (
 	inspectLua string
 	//go:embed publish.lua
 	publishLua string
+	//go:embed permits.lua
+	permitsLua string
+	//go:embed permit.lua
+	permitLua string
+	//go:embed permit_release.lua
+	permitReleaseLua string
+	//go:embed permit_refresh.lua
+	permitRefreshLua string
 
 	// The scripts that grant, signal or touch the waiter queue share
 	// queue.lua's functions.
@@ -46,11 +55,28 @@ var (
 	refreshScript = goredis.NewScript(refreshLua)
 	fenceScript   = goredis.NewScript(fenceLua)
 	guardScript   = goredis.NewScript(guardLua)
+
+	// The N-permit scripts share permits.lua's functions too.
+	permitScript        = goredis.NewScript(queueLua + permitsLua + permitLua)
+	permitReleaseScript = goredis.NewScript(queueLua + permitsLua + permitReleaseLua)
+	permitRefreshScript = goredis.NewScript(queueLua + permitsLua + permitRefreshLua)
 )
 
 // ttlMillis is the TTL as sent to PX/PEXPIRE. RoundTTL has already made it a
 // whole, positive number of milliseconds.
 func ttlMillis(ttl time.Duration) int64 { return int64(ttl / time.Millisecond) }
+
+// serverTTL is how long a grant lives on the server in ms: the TTL, or
+// the minimum hold (rounded up to a whole ms) if that is longer.
+func serverTTL(req *driver.Request) int64 {
+	if req.MinHold <= req.TTL {
+		return ttlMillis(req.TTL)
+	}
+	return holdMillis(req.MinHold)
+}
+
+// holdMillis is a minimum hold in whole ms, rounded up (never shortened).
+func holdMillis(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
 // roundTTL rounds up to whole milliseconds, the resolution of PX and PEXPIRE.
 func roundTTL(ttl time.Duration) (time.Duration, error) {

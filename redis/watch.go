@@ -224,6 +224,9 @@ func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error
 
 // Publish implements driver.Publisher with publish.lua.
 func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) error {
+	if _, ok := dl.(*permit); ok {
+		return fmt.Errorf("redis: publish: %w: %w", locker.ErrUnsupported, errPermitPublish)
+	}
 	l, ok := dl.(*lock)
 	if !ok || l.b != b {
 		return fmt.Errorf("redis: publish: %w", errForeignLock)

@@ -137,7 +137,7 @@ func redisConnect(prefix string, redlock bool) func(context.Context, []string) (
 
 // Redis is a single redis-server 7 without persistence (testenv's shared one).
 func Redis(t testing.TB) *Deployment {
-	d := &Deployment{Name: "redis", TTL: 500 * time.Millisecond, Liveness: 5 * time.Second, tb: t,
+	d := &Deployment{Name: "redis", TTL: 500 * time.Millisecond, Liveness: 5 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{testenv.Redis(t)}, connect: redisConnect("rel:"+fresh()+":", false)}
 	d.proxies(t)
 	d.Faults = append(clientFaults(d), serverFaults(d, false)...)
