@@ -59,7 +59,8 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 	}
 	start := time.Now()
 	session := b.conn.SessionID()
-	name, dirStat, pending, err := b.create(ctx, dir, prefix, []byte(req.Label))
+	data := nodeData{label: req.Label, ttl: b.SessionTimeout()}
+	name, dirStat, pending, err := b.create(ctx, dir, prefix, data.encode())
 	if err != nil {
 		b.cleanup(dir, prefix, "", pending)
 		return nil, err
