@@ -23,7 +23,8 @@ type client struct {
 	name    string
 	opts    options
 	rounder driver.TTLRounder
-	permits bool // the backend implements driver.Permits
+	permits bool             // the backend implements driver.Permits
+	pub     driver.Publisher // the backend as a Publisher, or nil
 	log     *slog.Logger
 	tel     *telemetry
 
@@ -52,6 +53,7 @@ func New(b driver.Backend, opts ...Option) (Locker, error) {
 	c := &client{b: b, name: b.Name(), opts: o, leases: map[*lease]struct{}{}}
 	c.rounder, _ = b.(driver.TTLRounder)
 	_, c.permits = b.(driver.Permits)
+	c.pub, _ = b.(driver.Publisher)
 	c.log = o.logger
 	if c.log == nil {
 		c.log = discard
@@ -139,6 +141,9 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 	if o.limit > 1 && !c.permits {
 		return nil, &opError{c.name, op, key, fmt.Errorf("%w: a limit of %d holders (WithLimit)", ErrUnsupported, o.limit)}
 	}
+	if o.value != "" && c.pub == nil {
+		return nil, &opError{c.name, op, key, fmt.Errorf("%w: a published value (WithValue)", ErrUnsupported)}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, &opError{c.name, op, key, err}
 	}
@@ -156,7 +161,7 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 	stored := storedKey(o.namespace, key)
 	for attempt := 1; ; attempt++ {
 		l := &lease{c: c, key: key, ttl: ttl, autoRefresh: o.autoRefresh, done: make(chan struct{})}
-		req := &driver.Request{Key: stored, Owner: driver.NewOwnerID(), Label: o.owner, TTL: ttl, Limit: o.limit, Lost: l.lost}
+		req := &driver.Request{Key: stored, Owner: driver.NewOwnerID(), Label: o.owner, Value: o.value, TTL: ttl, Limit: o.limit, Lost: l.lost}
 		dl, err := do(actx, req)
 		if err != nil {
 			if errors.Is(context.Cause(actx), ErrClosed) && ctx.Err() == nil {

@@ -19,6 +19,8 @@ type LockInfo struct {
 	Held bool
 	// Owner is the holder's WithOwner label.
 	Owner string
+	// Value is the holder's published value (WithValue, Publish).
+	Value string
 	// Token is the holder's fencing token.
 	Token uint64
 	// Granted is when the lock was granted, on the server's clock; zero
@@ -115,6 +117,6 @@ func userKey(ns, stored string) (string, bool) {
 }
 
 func fromDriver(info driver.LockInfo, key string) LockInfo {
-	return LockInfo{Key: key, Held: info.Held, Owner: info.Label, Token: info.Token,
+	return LockInfo{Key: key, Held: info.Held, Owner: info.Label, Value: info.Value, Token: info.Token,
 		Granted: info.Granted, TTL: info.TTL, Waiters: info.Waiters}
 }

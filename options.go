@@ -1,9 +1,11 @@
 package locker
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -28,6 +30,7 @@ type options struct {
 	ttl         time.Duration
 	autoRefresh bool
 	owner       string
+	value       string // published with the lease (WithValue)
 	namespace   string
 	logger      *slog.Logger
 	backend     []backendSetting // backend options, for the backend's constructor
@@ -141,6 +144,34 @@ func WithLimit(n int) Option {
 		}
 		o.limit = n
 	}
+}
+
+// MaxValue is the largest value WithValue and Publish accept, in bytes.
+const MaxValue = 4096
+
+// WithValue publishes v with the lease: Inspect, List and Watch show it, and
+// Publish replaces it while the lease is held (package election proclaims
+// its leader's value this way). v is valid UTF-8 of at most MaxValue bytes.
+// A backend that cannot store a value refuses a non-empty one with
+// ErrUnsupported (README.md says which can).
+func WithValue(v string) Option {
+	return func(o *options) {
+		if err := validateValue(v); err != nil {
+			o.invalid("%v", err)
+			return
+		}
+		o.value = v
+	}
+}
+
+func validateValue(v string) error {
+	if len(v) > MaxValue {
+		return fmt.Errorf("value of %d bytes: at most %d", len(v), MaxValue)
+	}
+	if !utf8.ValidString(v) {
+		return errors.New("value is not valid UTF-8")
+	}
+	return nil
 }
 
 // WithMeterProvider sets where the Locker reports its metrics (default: the

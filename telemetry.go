@@ -64,6 +64,7 @@ const (
 	causeBackend  = "backend"  // the backend reported the lock gone
 	causeRefresh  = "refresh"  // a refresh failed or was ambiguous
 	causeRelease  = "release"  // a release found the lock gone
+	causePublish  = "publish"  // a Publish found the lock gone
 	causeClosed   = "closed"   // the Locker was closed
 )
 
@@ -74,11 +75,12 @@ const (
 	iRefresh
 	iRelease
 	iClosed
+	iPublish
 )
 
 var (
 	ends   = [...]string{endReleased, endLost, endClosed}
-	causes = [...]string{causeDeadline, causeBackend, causeRefresh, causeRelease, causeClosed}
+	causes = [...]string{causeDeadline, causeBackend, causeRefresh, causeRelease, causeClosed, causePublish}
 	ops    = [...]string{"acquire", "try-acquire"}
 )
 

@@ -36,6 +36,15 @@ func Run(t *testing.T, h Harness) {
 	if err == nil {
 		_ = probe.Release(ctx)
 	}
+	probe, err = l.TryAcquire(ctx, "conformance/probe-value", locker.WithValue("probe"))
+	s.publishes = !errors.Is(err, locker.ErrUnsupported)
+	if err == nil {
+		_ = probe.Release(ctx)
+	}
+	for _, err := range locker.Watch(ctx, l, "conformance/probe") {
+		s.watches = !errors.Is(err, locker.ErrUnsupported)
+		break
+	}
 	if err := l.Close(); err != nil {
 		t.Fatalf("harness: Close: %v", err)
 	}
@@ -76,11 +85,13 @@ func addWhen(name, capability string, needs func(*suite) bool, fn func(*testing.
 }
 
 type suite struct {
-	h        Harness
-	ttl      time.Duration
-	slack    time.Duration
-	inspects bool // the backend implements driver.Inspector
-	permits  bool // the backend implements driver.Permits
+	h         Harness
+	ttl       time.Duration
+	slack     time.Duration
+	inspects  bool // the backend implements driver.Inspector
+	permits   bool // the backend implements driver.Permits
+	watches   bool // the backend implements driver.Watcher
+	publishes bool // the backend implements driver.Publisher
 }
 
 // opTimeout bounds any single call the suite expects to succeed.

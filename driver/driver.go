@@ -70,6 +70,11 @@ type Request struct {
 	// Label is a human-readable holder label for inspection (may be empty).
 	Label string
 
+	// Value is a value the holder publishes with the lock (an election's
+	// proclaimed value), shown by inspection; non-empty only for a Backend
+	// that implements Publisher.
+	Value string
+
 	// TTL is how long the lock lives on the server unless refreshed.
 	TTL time.Duration
 
@@ -176,6 +181,9 @@ type LockInfo struct {
 	Held bool
 	// Label is the holder's label (Request.Label).
 	Label string
+	// Value is the holder's published value (Request.Value or the last
+	// Publish).
+	Value string
 	// Token is the holder's fencing token.
 	Token uint64
 	// Granted is when the lock was granted, on the server's clock; zero
@@ -202,4 +210,30 @@ type Inspector interface {
 	// cursor of the rest ("" when there is no more). The work of one call is
 	// bounded by limit; the order of locks is the engine's.
 	List(ctx context.Context, prefix, cursor string, limit int) (locks []LockInfo, next string, err error)
+}
+
+// Publisher is an optional interface of a Backend whose locks carry a value
+// the holder can replace while it holds the lock (package election
+// proclaims through it). If a Backend does not implement it, the portable
+// layer refuses a non-empty value with locker.ErrUnsupported.
+type Publisher interface {
+	// Publish replaces the value of lock, a Lock this Backend granted, if
+	// and only if it is still held by its owner; otherwise it returns
+	// locker.ErrLeaseLost and changes nothing.
+	Publish(ctx context.Context, lock Lock, value string) error
+}
+
+// Watcher is an optional interface of a Backend that follows one key's lock
+// with the engine's own notification, never by polling at a fixed interval.
+type Watcher interface {
+	// Watch returns a channel that receives after every change of key's
+	// lock from the moment Watch returns: granted, released, expired,
+	// handed over, or its value published. Changes may be coalesced into
+	// one signal (a send that does not block on a channel of one); none is
+	// missed. A lock that ends by expiry is signalled within the backend's
+	// expiry bound (a timer armed at the holder's server-side TTL is not
+	// polling). The channel is closed when ctx ends, the Backend closes, or
+	// the watch breaks; the caller then watches again and inspects. No
+	// goroutine of the watch outlives ctx or the Backend.
+	Watch(ctx context.Context, key string) (<-chan struct{}, error)
 }

@@ -117,9 +117,17 @@ var errDisconnected = errors.New("memory: client disconnected")
 type backend struct {
 	store *Store
 	dead  atomic.Bool
+
+	// closed is cancelled by Close: it ends the backend's watches.
+	closed context.Context
+	close  context.CancelFunc
 }
 
-func newBackend(s *Store) *backend { return &backend{store: s} }
+func newBackend(s *Store) *backend {
+	b := &backend{store: s}
+	b.closed, b.close = context.WithCancel(context.Background())
+	return b
+}
 
 func (b *backend) Name() string { return Scheme }
 
@@ -161,7 +169,54 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	}
 }
 
-func (b *backend) Close() error { return nil }
+func (b *backend) Close() error {
+	b.close()
+	return nil
+}
+
+// Publish implements driver.Publisher.
+func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	l, ok := dl.(*lock)
+	if !ok || l.b.store != b.store {
+		return fmt.Errorf("%w: not a lock of this store", locker.ErrLeaseLost)
+	}
+	return b.store.publish(l.key, l.h, value)
+}
+
+// Watch implements driver.Watcher: the Store signals every grant, release,
+// expiry and publish of the key.
+func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	sig := b.store.watch(key)
+	// One goroutine relays the store's signals to out, and closes out when
+	// ctx ends or the backend closes (after taking sig off the store, which
+	// never closes a channel it may still signal).
+	out := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	stopOnClose := context.AfterFunc(b.closed, cancel)
+	go func() {
+		defer close(out)
+		defer stopOnClose()
+		defer b.store.unwatch(key, sig)
+		for {
+			select {
+			case <-sig:
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
 
 // Permits implements driver.Permits: a key admits Request.Limit holders.
 func (b *backend) Permits() {}

@@ -16,14 +16,15 @@ import (
 // Lockers over one Store exclude each other; Lockers over different Stores do
 // not. The zero value is not usable; call NewStore.
 type Store struct {
-	mu    sync.Mutex
-	keys  map[string]*keyState
-	fence map[string]uint64 // last token per key; never deleted, so tokens never repeat
+	mu       sync.Mutex
+	keys     map[string]*keyState
+	fence    map[string]uint64                     // last token per key; never deleted, so tokens never repeat
+	watchers map[string]map[chan struct{}]struct{} // Watch channels per key
 }
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
-	return &Store{keys: map[string]*keyState{}, fence: map[string]uint64{}}
+	return &Store{keys: map[string]*keyState{}, fence: map[string]uint64{}, watchers: map[string]map[chan struct{}]struct{}{}}
 }
 
 // keyState exists while a key is held or waited for.
@@ -36,6 +37,7 @@ type keyState struct {
 type holding struct {
 	owner   driver.OwnerID
 	label   string
+	value   string
 	token   uint64
 	start   time.Time
 	expires time.Time
@@ -78,9 +80,10 @@ func (ks *keyState) free() bool { return len(ks.holders) < ks.limit && len(ks.wa
 // grantLocked makes req a holder of key; s.mu is held.
 func (s *Store) grantLocked(key string, ks *keyState, req *driver.Request, now time.Time) *holding {
 	s.fence[key]++
-	h := &holding{owner: req.Owner, label: req.Label, token: s.fence[key], start: now, expires: now.Add(req.TTL), lost: req.Lost}
+	h := &holding{owner: req.Owner, label: req.Label, value: req.Value, token: s.fence[key], start: now, expires: now.Add(req.TTL), lost: req.Lost}
 	h.timer = time.AfterFunc(req.TTL, func() { s.expire(key, h) })
 	ks.holders = append(ks.holders, h)
+	s.notifyLocked(key)
 	return h
 }
 
@@ -89,6 +92,7 @@ func (s *Store) grantLocked(key string, ks *keyState, req *driver.Request, now t
 func (s *Store) freeLocked(key string, ks *keyState, h *holding) {
 	h.timer.Stop()
 	ks.holders = slices.DeleteFunc(ks.holders, func(x *holding) bool { return x == h })
+	s.notifyLocked(key)
 	if len(ks.waiters) == 0 {
 		if len(ks.holders) == 0 {
 			delete(s.keys, key)
@@ -179,6 +183,50 @@ func (s *Store) refresh(key string, h *holding, ttl time.Duration) error {
 	return nil
 }
 
+func (s *Store) publish(key string, h *holding, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.keys[key].holds(h) {
+		return locker.ErrLeaseLost
+	}
+	h.value = value
+	s.notifyLocked(key)
+	return nil
+}
+
+// watch registers a channel signalled after each change of key's lock;
+// unwatch removes it.
+func (s *Store) watch(key string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	if s.watchers[key] == nil {
+		s.watchers[key] = map[chan struct{}]struct{}{}
+	}
+	s.watchers[key][ch] = struct{}{}
+	return ch
+}
+
+func (s *Store) unwatch(key string, ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.watchers[key], ch)
+	if len(s.watchers[key]) == 0 {
+		delete(s.watchers, key)
+	}
+}
+
+// notifyLocked signals key's watchers without blocking: a watcher that has
+// a signal pending coalesces this change into it.
+func (s *Store) notifyLocked(key string) {
+	for ch := range s.watchers[key] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (s *Store) release(key string, h *holding) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -194,6 +242,7 @@ func (s *Store) release(key string, h *holding) error {
 // owner id: that is the capability to release the lock.
 type Holder struct {
 	Label   string    // the WithOwner label
+	Value   string    // the published value (WithValue, Publish)
 	Token   uint64    // the fencing token
 	Granted time.Time // when the store granted the lock
 	Expires time.Time // when the store frees the lock unless refreshed
@@ -214,7 +263,7 @@ func (s *Store) holderLocked(key string) (Holder, bool) {
 		return Holder{}, false
 	}
 	h := ks.holders[0]
-	return Holder{Label: h.label, Token: h.token, Granted: h.start, Expires: h.expires, Waiters: len(ks.waiters)}, true
+	return Holder{Label: h.label, Value: h.value, Token: h.token, Granted: h.start, Expires: h.expires, Waiters: len(ks.waiters)}, true
 }
 
 // info describes a stored key for driver.Inspector.
@@ -229,7 +278,7 @@ func (s *Store) infoLocked(key string) driver.LockInfo {
 	if !ok {
 		return driver.LockInfo{Key: key}
 	}
-	return driver.LockInfo{Key: key, Held: true, Label: h.Label, Token: h.Token, Granted: h.Granted,
+	return driver.LockInfo{Key: key, Held: true, Label: h.Label, Value: h.Value, Token: h.Token, Granted: h.Granted,
 		TTL: time.Until(h.Expires), Waiters: h.Waiters}
 }
 
