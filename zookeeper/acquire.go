@@ -59,7 +59,7 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 	}
 	start := time.Now()
 	session := b.conn.SessionID()
-	data := nodeData{label: req.Label, ttl: b.SessionTimeout()}
+	data := nodeData{label: req.Label, ttl: b.SessionTimeout(), value: req.Value}
 	name, dirStat, pending, err := b.create(ctx, dir, prefix, data.encode())
 	if err != nil {
 		b.cleanup(dir, prefix, "", pending)
@@ -82,6 +82,7 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 			return nil, err
 		}
 	}
+	l.data = data
 	if l.start.IsZero() {
 		l.start = start
 		l.promise(start.Add(req.TTL))

@@ -74,7 +74,7 @@ func (b *backend) inspectDir(ctx context.Context, key, dir string) (driver.LockI
 		if d.ttl > 0 {
 			ttl = d.ttl
 		}
-		return driver.LockInfo{Key: key, Held: true, Label: d.label, Token: uint64(st.Czxid),
+		return driver.LockInfo{Key: key, Held: true, Label: d.label, Value: d.value, Token: uint64(st.Czxid),
 			Granted: time.UnixMilli(st.Ctime), TTL: ttl, Waiters: len(q) - 1}, nil
 	}
 	return driver.LockInfo{}, fmt.Errorf("the queue of %s changed %d times while it was read", dir, maxInspectAttempts)
