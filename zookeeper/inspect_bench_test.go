@@ -19,15 +19,7 @@ func BenchmarkInspect(b *testing.B) {
 			if dep == "ensemble" {
 				servers = testenv.ZooKeeperEnsemble(b).Addrs()
 			}
-			root := freshRoot(b)
-			holder, other := dial(b, servers, root, locker.WithOwner("holder")), dial(b, servers, root)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			lease, err := holder.TryAcquire(ctx, "k")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = lease.Release(context.Background()) }()
+			ctx, _, other := heldByAnother(b, servers)
 			for range 2 {
 				go func() {
 					if w, err := other.Acquire(ctx, "k"); err == nil {
@@ -48,16 +40,7 @@ func BenchmarkInspect(b *testing.B) {
 // Watch yields the new value: the write, the watch event, the watch set
 // again and the portable layer's Inspect.
 func BenchmarkPublishWatched(b *testing.B) {
-	servers := []string{testenv.ZooKeeper(b).Addr()}
-	root := freshRoot(b)
-	holder, watcher := dial(b, servers, root), dial(b, servers, root)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	lease, err := holder.TryAcquire(ctx, "k")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = lease.Release(context.Background()) }()
+	ctx, lease, watcher := heldByAnother(b, []string{testenv.ZooKeeper(b).Addr()})
 	var latest atomic.Value
 	latest.Store("")
 	changed := make(chan struct{}, 1)
@@ -87,4 +70,20 @@ func BenchmarkPublishWatched(b *testing.B) {
 			}
 		}
 	}
+}
+
+// heldByAnother returns a context that ends with the benchmark, the lease
+// of key k held by one Locker over servers, and another Locker of the same
+// root.
+func heldByAnother(b *testing.B, servers []string) (context.Context, locker.Lease, locker.Locker) {
+	root := freshRoot(b)
+	holder, other := dial(b, servers, root, locker.WithOwner("holder")), dial(b, servers, root)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	lease, err := holder.TryAcquire(ctx, "k")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = lease.Release(context.Background()) })
+	return ctx, lease, other
 }
