@@ -59,7 +59,8 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 	}
 	start := time.Now()
 	session := b.conn.SessionID()
-	name, dirStat, pending, err := b.create(ctx, dir, prefix, []byte(req.Label))
+	data := nodeData{label: req.Label, ttl: b.SessionTimeout(), value: req.Value}
+	name, dirStat, pending, err := b.create(ctx, dir, prefix, data.encode())
 	if err != nil {
 		b.cleanup(dir, prefix, "", pending)
 		return nil, err
@@ -81,6 +82,7 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 			return nil, err
 		}
 	}
+	l.data = data
 	if l.start.IsZero() {
 		l.start = start
 		l.promise(start.Add(req.TTL))

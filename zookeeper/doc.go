@@ -35,6 +35,13 @@
 // directories. Guard admits a token and applies writes to ZooKeeper in one
 // multi (Guard.Write).
 //
+// locker.Inspect syncs with the leader first, so a lagging follower cannot
+// show a stale holder. Granted is the node's ctime (when the holder queued:
+// ZooKeeper records no grant); TTL is the holder's session timeout, an upper
+// bound (negative for a node of an older version). locker.Publish sets the
+// own node's data, conditionally on its version. locker.Watch ends at a
+// disconnection or session expiry (for New, seen only with WithEvents).
+//
 // go-zookeeper calls take no context: a call whose context ends goes on in
 // the background until ZooKeeper answers or the connection closes.
 package zookeeper

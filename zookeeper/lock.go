@@ -44,6 +44,12 @@ type lock struct {
 	// watching is the loss watch that watch has set (nil until then), for
 	// Refresh.
 	watching <-chan zk.Event
+
+	// pubMu serializes Publish; data is what the own node stores, as of
+	// its data version (0 when created).
+	pubMu   sync.Mutex
+	data    nodeData
+	version int32
 }
 
 func (l *lock) setWatch(ch <-chan zk.Event) {
@@ -117,7 +123,9 @@ func (l *lock) watch() {
 				l.report(fmt.Errorf("zookeeper: connection closed: %w", eventCause(ev)))
 				return
 			}
-			// The node's data changed: watch it again.
+			// The node's data changed (a Publish), or Refresh took the
+			// event and the closed channel gave a zero one: check the node
+			// and watch it again.
 			next, ok := l.rewatch()
 			if !ok {
 				return
@@ -170,7 +178,8 @@ func (l *lock) rewatch() (<-chan zk.Event, bool) {
 // a watch event before any reply that follows it, and a server sends the
 // deletion of a node it applied before it answers a later sync, so a watch
 // still silent when the sync returns means the node was there as of the
-// sync. Before that (just after a grant), the node is read after the sync.
+// sync. Before that (just after a grant), or when the watch has fired (a
+// Publish changes the node's data), the node is read after the sync.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	err := l.refresh(ctx, ttl)
 	if err != nil {
@@ -197,13 +206,15 @@ func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		select {
 		case <-ch:
-			// Fired (or taken by watch, which reports the loss): the
-			// node was deleted, or the watch ended with the connection.
-			return fmt.Errorf("%w: own node %s: its watch fired", locker.ErrLeaseLost, l.path)
+			// Fired (or taken by watch): the node was deleted, its data
+			// changed (a Publish), or the watch ended with the
+			// connection. Read the node to tell. (watch, if it had not
+			// taken the event, then reads the closed channel and checks
+			// the node itself.)
 		default:
+			l.promise(sent.Add(ttl))
+			return nil
 		}
-		l.promise(sent.Add(ttl))
-		return nil
 	}
 	var (
 		exists  bool

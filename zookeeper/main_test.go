@@ -89,19 +89,6 @@ type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
 
-// ownedConn is a Locker made by New over a connection of the test's, which
-// its Close closes too.
-type ownedConn struct {
-	locker.Locker
-	conn *zk.Conn
-}
-
-func (o ownedConn) Close() error {
-	err := o.Locker.Close()
-	o.conn.Close()
-	return err
-}
-
 // dialWith connects to servers with a session timeout of ttl through dialer
 // (nil: net.DialTimeout) and returns New's Locker under root over that
 // connection, given its events, and the connection. The Locker's Close
@@ -114,14 +101,14 @@ func dialWith(servers []string, root string, ttl time.Duration, dialer zk.Dialer
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := zookeeper.New(conn, append([]locker.Option{
+	l, err := zookeeper.NewOwning(conn, append([]locker.Option{
 		zookeeper.WithRoot(root), zookeeper.WithSessionTimeout(ttl), zookeeper.WithEvents(events),
 	}, opts...)...)
 	if err != nil {
 		conn.Close()
 		return nil, nil, err
 	}
-	return ownedConn{l, conn}, conn, nil
+	return l, conn, nil
 }
 
 // rawConn returns a bare go-zookeeper connection with a session, closed when

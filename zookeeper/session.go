@@ -28,6 +28,43 @@ type monitor struct {
 	timer  *time.Timer // armed while disconnected
 	locks  map[*lock]struct{}
 	closed bool // the backend is closing: start nothing more
+	// breaks are the channels of key watches (Watch), closed when the
+	// connection goes down or the session expires.
+	breaks map[chan struct{}]struct{}
+}
+
+// subscribe returns a channel closed at the next disconnection or session
+// expiry, and the function that forgets it; ok is false once the backend
+// is closing.
+func (m *monitor) subscribe() (broke <-chan struct{}, forget func(), ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, nil, false
+	}
+	ch := make(chan struct{})
+	if m.breaks == nil {
+		m.breaks = map[chan struct{}]struct{}{}
+	}
+	m.breaks[ch] = struct{}{}
+	return ch, func() {
+		m.mu.Lock()
+		delete(m.breaks, ch)
+		m.mu.Unlock()
+	}, true
+}
+
+// breakWatches closes every subscribed channel. The caller holds m.mu.
+// Once the backend is closing, its watches end with their contexts
+// instead: the connection's close is no break.
+func (m *monitor) breakWatches() {
+	if m.closed {
+		return
+	}
+	for ch := range m.breaks {
+		close(ch)
+		delete(m.breaks, ch)
+	}
 }
 
 // close stops the monitor before the backend waits for its goroutines.
@@ -55,7 +92,10 @@ func (b *backend) onEvent(ev zk.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch ev.State {
+	case zk.StateExpired:
+		m.breakWatches()
 	case zk.StateDisconnected:
+		m.breakWatches()
 		if m.timer == nil && !m.closed {
 			m.timer = time.AfterFunc(suspectWindow(b.SessionTimeout()), b.suspect)
 		}

@@ -37,6 +37,12 @@ const (
 // export. Give WithEvents the channel zk.Connect returned with conn so the
 // Locker sees disconnections.
 func New(conn *zk.Conn, opts ...locker.Option) (locker.Locker, error) {
+	return newOver(conn, false, opts)
+}
+
+// newOver is New; owned makes the Locker close conn when it closes (a test
+// hook: its harness hands the suite Lockers of package locker itself).
+func newOver(conn *zk.Conn, owned bool, opts []locker.Option) (locker.Locker, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("zookeeper: new: %w: nil *zk.Conn", locker.ErrInvalidOption)
 	}
@@ -52,7 +58,7 @@ func New(conn *zk.Conn, opts ...locker.Option) (locker.Locker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper: new: %w", err)
 	}
-	b := newBackend(cfg, false)
+	b := newBackend(cfg, owned)
 	b.conn = conn
 	b.sessionTimeout.Store(int64(cfg.sessionTimeout))
 	if cfg.events != nil {

@@ -1,0 +1,27 @@
+package zookeeper
+
+import (
+	"testing"
+	"time"
+)
+
+// A node's data carries label, session timeout and value; data written
+// before values existed (the label alone) still reads as that label.
+func TestNodeData_RoundTripAndBareLabel(t *testing.T) {
+	for _, d := range []nodeData{
+		{},
+		{label: "worker-1", ttl: 15 * time.Second},
+		{label: "a\x00\x01b", ttl: time.Millisecond, value: "leader=10.0.0.7:8080"},
+		{value: "\x00\x01"},
+	} {
+		if got := decodeData(d.encode()); got != d {
+			t.Errorf("decodeData(encode(%+v)) = %+v", d, got)
+		}
+	}
+	for _, label := range []string{"", "worker-1", "\x00", "\x00\x01", "\x00\x01\x05\x09x", "\x00\x02ab"} {
+		got := decodeData([]byte(label))
+		if got.label != label || got.ttl != 0 || got.value != "" {
+			t.Errorf("decodeData(%q) = %+v, want the bare label", label, got)
+		}
+	}
+}
