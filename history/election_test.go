@@ -27,7 +27,7 @@ func TestElections_Sound(t *testing.T) {
 			store := memory.NewStore()
 			return func(context.Context) (locker.Locker, error) { return memory.New(store) }
 		}(),
-		"toy": newToy(sound).newLocker,
+		"toy":                  newToy(sound).newLocker,
 		"toy under reply loss": nil,
 	} {
 		t.Run(name, func(t *testing.T) {
