@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,6 +41,18 @@ func checkAll(t *testing.T, d *reliability.Deployment) {
 			t.Run(prefix+strings.ReplaceAll(f.Name, " ", "_"), func(t *testing.T) { check(t, d, &f, o) })
 		}
 	}
+	// Elections: without faults and under the deployment's most telling
+	// fault for them; the soak runs the rest of the catalogue.
+	o := reliability.RunOptions{Elections: true}
+	t.Run("elections/no faults", func(t *testing.T) { check(t, d, nil, o) })
+	if d.ElectionFault == "" {
+		return
+	}
+	i := slices.IndexFunc(d.Faults, func(f reliability.Fault) bool { return f.Name == d.ElectionFault })
+	if i < 0 {
+		t.Fatalf("%s: ElectionFault %q is not in its catalogue", d.Name, d.ElectionFault)
+	}
+	t.Run("elections/"+strings.ReplaceAll(d.ElectionFault, " ", "_"), func(t *testing.T) { check(t, d, &d.Faults[i], o) })
 }
 
 func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault, o reliability.RunOptions) {
