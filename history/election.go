@@ -111,14 +111,17 @@ func (r *runner) campaign(ctx context.Context, id int, c *capture, key string, t
 // waits between them long enough for the term to refresh itself several
 // times; for a share of terms, a pause past the TTL before the last write
 // (the leader stalls after its check; its term goes on refreshing unless
-// a fault cuts it off); then it resigns. It returns how many operations it
-// recorded.
+// a fault cuts it off); then it resigns. A term still led when the run's
+// Duration ends writes no more and resigns. It returns how many operations
+// it recorded.
 func (r *runner) lead(ctx context.Context, id int, t *leading, rng *mrand.Rand) int {
 	n := 0
+	stop := r.start.Add(r.o.Duration)
 	pause := rng.Float64() < r.o.PauseRate
 	for range 1 + rng.IntN(4) {
 		n += r.observe(id, t)
-		if t.term.Err() != nil {
+		if t.term.Err() != nil || time.Now().After(stop) {
+			pause = false
 			break
 		}
 		ok, m := r.write(ctx, id, t.held, rng)
