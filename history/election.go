@@ -16,8 +16,8 @@ import (
 // are not operations the client makes; they are observed instead, through
 // the lease under the term (captured by a Locker wrapper, since a Term does
 // not show its lease's deadline). A refresh that moved the deadline to D
-// was sent at D − TTL + drift margin, at the latest, and returned before the
-// client saw D: it is recorded as a Refresh over [D − TTL, seen], which
+// was sent at D − TTL + drift margin (TTL as granted) and returned before
+// the client saw D: it is recorded as a Refresh over [D − TTL, seen], which
 // contains its real interval — so the fenced-mutex model, and its
 // linearizability check, stay sound. Refreshes seen late only make the
 // model's bound on the holder shorter, which can hide a violation, never
@@ -173,7 +173,10 @@ func (r *runner) observe(id int, t *leading) int {
 		return 0
 	}
 	t.seen = d
-	sent := d.Add(-r.o.TTL).Sub(r.start)
+	// The deadline is the refresh's send + the granted TTL − a margin: the
+	// granted TTL (rounded up by the backend, never down) puts the
+	// interval's start at or before the send.
+	sent := d.Add(-max(r.o.TTL, locker.GrantedTTL(t.lease))).Sub(r.start)
 	r.record(Op{Client: id, Key: t.key, Kind: Refresh, Call: min(sent, seenAt), Return: seenAt, Outcome: OK,
 		Token: t.lease.Token(), Lease: t.id, Deadline: d.Sub(r.start)})
 	return 1
