@@ -110,3 +110,11 @@ func TestElections_Teeth(t *testing.T) {
 		})
 	}
 }
+
+// Elections are of one leader: a permits limit is refused before any run.
+func TestElections_WithLimit_Refused(t *testing.T) {
+	_, err := history.Run(t.Context(), newToy(sound).newLocker, history.Options{Elections: true, Limit: 2})
+	if err == nil {
+		t.Fatal("Run with Elections and Limit 2 ran")
+	}
+}
