@@ -5,10 +5,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,8 +20,11 @@ import (
 	"time"
 )
 
-// failoverSettle is how long a new standby is given to open its backend and
-// start campaigning before the leader is killed.
+// failoverSettle is how long a new standby is given at least to open its
+// backend and start campaigning before the leader is killed. A random share
+// of a third of the TTL is added, so that kills fall at every moment
+// between two of the leader's refreshes (made every third of the TTL):
+// after a fixed wait they would all fall at one phase.
 const failoverSettle = 1500 * time.Millisecond
 
 // failoverResult is one backend's failover trials.
@@ -153,7 +157,7 @@ func (c *electChild) waitTerm(ctx context.Context, within time.Duration) (uint64
 
 func failoverTrials(ctx context.Context, exe, rawURL string, trials int, ttl time.Duration, stderr io.Writer) ([]time.Duration, error) {
 	var id [5]byte
-	_, _ = rand.Read(id[:])
+	_, _ = crand.Read(id[:])
 	name := "lockctl-bench-failover/" + hex.EncodeToString(id[:])
 	bound := 10*ttl + 30*time.Second // far past any backend's stated bound: a hang, not a figure
 	leader, err := startElectChild(exe, rawURL, name, ttl, stderr)
@@ -175,7 +179,7 @@ func failoverTrials(ctx context.Context, exe, rawURL string, trials int, ttl tim
 		case n := <-standby.terms:
 			standby.kill()
 			return times, fmt.Errorf("trial %d: the standby led (term %d) while term %d's leader lived", i+1, n, term)
-		case <-time.After(failoverSettle):
+		case <-time.After(failoverSettle + rand.N(ttl/3)):
 		case <-ctx.Done():
 			standby.kill()
 			return times, ctx.Err()
