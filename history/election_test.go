@@ -74,6 +74,11 @@ func TestElections_Teeth(t *testing.T) {
 		// Two leaders at once, both within their self-refreshed terms.
 		{"CampaignGrantsWhileHeld", flawIgnoreHeld, false, []history.CheckName{history.CheckLinearizable}},
 		{"CampaignGrantsWhileHeldNoFence", flawIgnoreHeld, true, []history.CheckName{history.CheckExclusive, history.CheckLostUpdate}},
+		// The service expires terms a TTL after their grant while their
+		// refreshes report success: the next leader is granted inside the
+		// deadline the last refresh promised. Only the refreshes the run
+		// observes put that deadline in the model.
+		{"RefreshDoesNotExtend", flawRefreshLies, false, []history.CheckName{history.CheckLinearizable}},
 		// A leader paused past its TTL, its term lost to reply loss
 		// meanwhile, writes after its successor.
 		{"GuardAdmitsStaleToken", sound, true, []history.CheckName{history.CheckFenceOrder}},
