@@ -79,7 +79,7 @@ type Options struct {
 	// term's token, sometimes pauses past the TTL before its last write,
 	// and resigns; the liveness check campaigns. The checks are the same
 	// (docs/design/election.md says why the model stays sound). Needs
-	// Limit 1.
+	// Limit 1; LockerOptions do not apply (a term is the election's).
 	Elections bool
 	// LockerOptions are given to every acquisition (WithTTL is added, and
 	// automatic refresh is off unless they turn it on: clients refresh as

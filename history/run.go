@@ -58,11 +58,6 @@ func Run(ctx context.Context, newLocker NewLocker, opts Options) (*Result, error
 	}
 	r.lockOpts = append(r.lockOpts, o.LockerOptions...)
 	r.lockOpts = append(r.lockOpts, locker.WithTTL(o.TTL))
-	if o.Elections {
-		// A term refreshes itself (election.Campaign turns it on); its
-		// refreshes are observed, not made (see elect).
-		r.lockOpts = []locker.Option{locker.WithTTL(o.TTL)}
-	}
 	r.start = time.Now()
 	r.faults = &Faults{start: r.start}
 
