@@ -50,8 +50,8 @@ type Deployment struct {
 	Permits bool
 	// ElectionFault names the fault of Faults that tells most about
 	// elections (a leader cut off from the service, or the service's own
-	// leader partitioned): the short mode runs elections under it, and
-	// without faults; the soak under every fault.
+	// leader partitioned): the short mode runs elections under it (without
+	// faults where it is empty); the soak under every fault.
 	ElectionFault string
 
 	tb      testing.TB

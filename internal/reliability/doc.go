@@ -45,8 +45,8 @@
 //
 // go test ./internal/reliability runs the short mode: every deployment
 // under every fault of its catalogue, one bounded history each; and
-// elections (RunOptions.Elections) without faults and under the
-// deployment's ElectionFault. TestSoak, with -soak=DURATION, runs the soak
+// elections (RunOptions.Elections) under the deployment's ElectionFault
+// (memory: without faults). TestSoak, with -soak=DURATION, runs the soak
 // and prints its table (of elections, with -soak.elections); see
 // docs/reliability.md for the command. The fuzz targets of this package
 // fuzz every backend's URL parsing through locker.Open, and each backend's
