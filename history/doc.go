@@ -65,6 +65,18 @@
 // each holder's expiry its own nondeterministic step. Holders make no
 // writes then: a fence that keeps the largest token admits one holder.
 //
+// # Elections
+//
+// With Options.Elections every key is an election (package election) and
+// every client a candidate: it campaigns on a fresh Election, leads with a
+// term that refreshes itself, writes with the term's token, sometimes
+// pauses past the TTL before its last write, and resigns; the liveness
+// check campaigns. The checks are the same. A term's background refreshes
+// are not calls of the client, so the client watches its lease's deadline
+// and records each refresh it sees as a Refresh over an interval that
+// contains the real one ([D − TTL, seen] for a deadline D): the model stays
+// sound. docs/design/election.md has the reasoning.
+//
 // # The other checks
 //
 // Besides linearizability, which reasons about what could have happened, a

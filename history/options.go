@@ -72,6 +72,15 @@ type Options struct {
 	// and holders make no writes (a fence that keeps the largest token
 	// does not fit concurrent holders). Default 1, a lock.
 	Limit int
+	// Elections makes the clients candidates of elections instead of
+	// holders of locks: each key is an election (package election), each
+	// client campaigns on a fresh Election, leads for a while with a term
+	// that refreshes itself, writes through the fenced resource with the
+	// term's token, sometimes pauses past the TTL before its last write,
+	// and resigns; the liveness check campaigns. The checks are the same
+	// (docs/design/election.md says why the model stays sound). Needs
+	// Limit 1; LockerOptions do not apply (a term is the election's).
+	Elections bool
 	// LockerOptions are given to every acquisition (WithTTL is added, and
 	// automatic refresh is off unless they turn it on: clients refresh as
 	// operations of the history).
@@ -112,6 +121,8 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Clients < 1, o.Keys < 1, o.Ops < 1:
 		return o, fmt.Errorf("history: Clients, Keys and Ops must be positive (got %d, %d, %d)", o.Clients, o.Keys, o.Ops)
+	case o.Elections && o.Limit > 1:
+		return o, fmt.Errorf("history: Elections needs Limit 1 (got %d)", o.Limit)
 	case o.Limit < 1 || o.Limit > MaxLimit:
 		return o, fmt.Errorf("history: Limit must be 1 to %d (got %d)", MaxLimit, o.Limit)
 	case o.Duration < 0, o.TTL < locker.MinTTL, o.OpTimeout < 0, o.CheckTimeout < 0:

@@ -85,6 +85,10 @@ func Run(ctx context.Context, newLocker NewLocker, opts Options) (*Result, error
 	}
 	var wg sync.WaitGroup
 	for i, l := range lockers {
+		if o.Elections {
+			wg.Go(func() { r.candidate(ctx, i, l) })
+			continue
+		}
 		wg.Go(func() { r.client(ctx, i, l) })
 	}
 	wg.Wait()
@@ -336,6 +340,11 @@ func (r *runner) release(ctx context.Context, id int, h *held) {
 	op.Call = r.now()
 	err := h.lease.Release(rctx)
 	op.Return = r.now()
+	r.recordRelease(op, err)
+}
+
+// recordRelease records a release (or resignation) that returned err.
+func (r *runner) recordRelease(op Op, err error) {
 	switch {
 	case err == nil:
 		op.Outcome = OK
@@ -363,7 +372,7 @@ func (r *runner) liveness(ctx context.Context, newLocker NewLocker) error {
 		op := Op{Client: id, Key: key, Kind: Acquire}
 		actx, cancel := context.WithTimeout(ctx, r.o.Liveness)
 		op.Call = r.now()
-		lease, err := l.Acquire(actx, key, r.lockOpts...)
+		lease, err := r.livenessAcquire(actx, l, key)
 		op.Return = r.now()
 		cancel()
 		if err != nil {

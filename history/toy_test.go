@@ -42,6 +42,9 @@ const (
 	flawLyingStart flaw = "never-expires-locally"
 	// Acquisition takes the key even when another owner holds it.
 	flawIgnoreHeld flaw = "acquire-ignores-held-lock"
+	// Refresh reports success but does not extend the lock: the service
+	// expires it a TTL after its grant while its holder believes it holds.
+	flawRefreshLies flaw = "refresh-lies"
 )
 
 var errOutage = errors.New("toy: connection reset")
@@ -156,6 +159,9 @@ func (l *toyLock) Refresh(_ context.Context, ttl time.Duration) error {
 		h := s.locks[l.key]
 		if !live(h) || h.owner != l.owner {
 			err = locker.ErrLeaseLost
+			return
+		}
+		if s.flaw == flawRefreshLies {
 			return
 		}
 		h.expires = now.Add(ttl)

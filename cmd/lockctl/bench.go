@@ -81,6 +81,8 @@ func (a *app) bench(ctx context.Context, args []string) int {
 	fset.IntVar(&c.ManyOps, "many-ops", c.ManyOps, "many keys: acquire+release pairs per round")
 	fset.DurationVar(&c.TTL, "ttl", c.TTL, "lease TTL of every other acquisition")
 	fset.IntVar(&c.Rounds, "rounds", c.Rounds, "timed runs of every workload per backend, interleaving backends (A B A B …); results are totals")
+	failover := fset.Int("failover", 0, "instead of the workloads: this many trials per backend of an election's failover — the leader's lockctl elect process killed (SIGKILL), the time until the standby's command runs")
+	failoverTTL := fset.Duration("failover-ttl", 2*time.Second, "with --failover: the election's TTL")
 	only := fset.String("workloads", strings.Join(benchkit.AllKinds, ","), "comma-separated workloads to run")
 	fset.Usage = func() {
 		fmt.Fprint(fset.Output(), `Usage: lockctl bench [--backend URL]... [--servers] [--out DIR] [flags]
@@ -141,6 +143,9 @@ Flags:
 	}
 	if len(o.backends) == 0 {
 		o.backends = []string{"memory://"}
+	}
+	if *failover > 0 {
+		return a.benchFailover(ctx, o.backends, *failover, *failoverTTL)
 	}
 
 	subjects, err := a.openSubjects(ctx, c, o)

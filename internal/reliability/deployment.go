@@ -48,6 +48,12 @@ type Deployment struct {
 	// runs are made again with keys of PermitsLimit permits, checked
 	// against the permits model.
 	Permits bool
+	// TellingFault names the fault of Faults that tells most about
+	// elections and permits (a holder cut off from the service, or the
+	// service's own leader partitioned): the short mode runs elections and
+	// permits under it (without faults where it is empty); the soak under
+	// every fault.
+	TellingFault string
 
 	tb      testing.TB
 	servers []*testenv.Server
@@ -137,7 +143,7 @@ func redisConnect(prefix string, redlock bool) func(context.Context, []string) (
 
 // Redis is a single redis-server 7 without persistence (testenv's shared one).
 func Redis(t testing.TB) *Deployment {
-	d := &Deployment{Name: "redis", TTL: 500 * time.Millisecond, Liveness: 5 * time.Second, tb: t, Permits: true,
+	d := &Deployment{Name: "redis", TellingFault: "client blackhole", TTL: 500 * time.Millisecond, Liveness: 5 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{testenv.Redis(t)}, connect: redisConnect("rel:"+fresh()+":", false)}
 	d.proxies(t)
 	d.Faults = append(clientFaults(d), serverFaults(d, false)...)
@@ -147,7 +153,7 @@ func Redis(t testing.TB) *Deployment {
 // Redlock is Redlock over 5 independent masters without persistence.
 func Redlock(t testing.TB) *Deployment {
 	c := testenv.RedisMasters(t, 5)
-	d := &Deployment{Name: "redlock-5", TTL: time.Second, Liveness: 5 * time.Second, tb: t,
+	d := &Deployment{Name: "redlock-5", TellingFault: "client cut from 3 of 5 masters", TTL: time.Second, Liveness: 5 * time.Second, tb: t,
 		servers: c.Nodes, connect: redisConnect("rel:"+fresh()+":", true)}
 	d.proxies(t)
 	d.Faults = append(clientFaults(d), redlockFaults(d)...)
@@ -171,7 +177,7 @@ func etcdConnect(prefix string) func(context.Context, []string) (locker.Locker, 
 
 // Etcd is a single etcd 3.6 member (testenv's shared one).
 func Etcd(t testing.TB) *Deployment {
-	d := &Deployment{Name: "etcd", TTL: time.Second, Liveness: 10 * time.Second, tb: t,
+	d := &Deployment{Name: "etcd", TellingFault: "client blackhole", TTL: time.Second, Liveness: 10 * time.Second, tb: t,
 		servers: []*testenv.Server{testenv.Etcd(t)}, connect: etcdConnect("rel-" + fresh() + "/")}
 	d.proxies(t)
 	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
@@ -184,7 +190,7 @@ func EtcdCluster(t testing.TB) *Deployment {
 	// After a partition of a majority heals, this cluster sometimes needs
 	// about 30 s to elect a leader again (a direct client's Grant fails
 	// meanwhile; see docs/reliability.md): the bound says so.
-	d := &Deployment{Name: "etcd-3", TTL: time.Second, Liveness: 60 * time.Second, tb: t,
+	d := &Deployment{Name: "etcd-3", TellingFault: "partition the leader", TTL: time.Second, Liveness: 60 * time.Second, tb: t,
 		servers: c.Nodes, cluster: c, connect: etcdConnect("rel-" + fresh() + "/")}
 	d.proxies(t)
 	d.Faults = clusterFaults(d)
@@ -202,7 +208,7 @@ func zkConnect(root string, ttl time.Duration) func(context.Context, []string) (
 // ZooKeeper is a standalone ZooKeeper 3.8 (testenv's shared one).
 func ZooKeeper(t testing.TB) *Deployment {
 	const ttl = 2 * time.Second
-	d := &Deployment{Name: "zookeeper", TTL: ttl, Liveness: 10 * time.Second, tb: t,
+	d := &Deployment{Name: "zookeeper", TellingFault: "client blackhole", TTL: ttl, Liveness: 10 * time.Second, tb: t,
 		servers: []*testenv.Server{testenv.ZooKeeper(t)}, connect: zkConnect("/rel-"+fresh(), ttl)}
 	d.proxies(t)
 	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
@@ -213,7 +219,7 @@ func ZooKeeper(t testing.TB) *Deployment {
 func ZooKeeperEnsemble(t testing.TB) *Deployment {
 	const ttl = 3 * time.Second
 	c := testenv.ZooKeeperEnsemble(t)
-	d := &Deployment{Name: "zookeeper-3", TTL: ttl, Liveness: 20 * time.Second, tb: t,
+	d := &Deployment{Name: "zookeeper-3", TellingFault: "partition the leader", TTL: ttl, Liveness: 20 * time.Second, tb: t,
 		servers: c.Nodes, cluster: c, connect: zkConnect("/rel-"+fresh(), ttl)}
 	d.proxies(t)
 	d.Faults = clusterFaults(d)
@@ -224,7 +230,7 @@ func ZooKeeperEnsemble(t testing.TB) *Deployment {
 func Postgres(t testing.TB) *Deployment {
 	dsn := testenv.PostgresDB(t)
 	table := "rel_" + fresh()
-	d := &Deployment{Name: "postgres", TTL: time.Second, Liveness: 10 * time.Second, tb: t, Permits: true,
+	d := &Deployment{Name: "postgres", TellingFault: "client blackhole", TTL: time.Second, Liveness: 10 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{testenv.Postgres(t)}}
 	d.connect = func(_ context.Context, addrs []string) (locker.Locker, error) {
 		u, err := url.Parse(dsn)

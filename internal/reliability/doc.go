@@ -44,8 +44,11 @@
 // # Running
 //
 // go test ./internal/reliability runs the short mode: every deployment
-// under every fault of its catalogue, one bounded history each. TestSoak,
-// with -soak=DURATION, runs the soak and prints its table; see
+// under every fault of its catalogue, one bounded history each; and
+// elections (RunOptions.Elections), and N-permit locks where the backend
+// has them (Deployment.Permits), under the deployment's TellingFault
+// (memory: without faults). TestSoak, with -soak=DURATION, runs the soak
+// and prints its table (of elections, with -soak.elections); see
 // docs/reliability.md for the command. The fuzz targets of this package
 // fuzz every backend's URL parsing through locker.Open, and each backend's
 // key encoding through a live server.

@@ -46,6 +46,9 @@ type RunOptions struct {
 	Seed uint64
 	// Limit, above 1, makes each key an N-permit lock (history.Options.Limit).
 	Limit int
+	// Elections makes each key an election and each client a candidate
+	// (history.Options.Elections).
+	Elections bool
 }
 
 // PermitsLimit is the limit of the permit runs of a deployment with Permits.
@@ -66,14 +69,15 @@ func (d *Deployment) Run(ctx context.Context, f *Fault, o RunOptions) (*Outcome,
 		o.Keys = 3
 	}
 	ho := history.Options{
-		Clients:  Slots,
-		Keys:     o.Keys,
-		Ops:      1000, // Duration bounds the run
-		Duration: o.Duration,
-		TTL:      ttl,
-		Seed:     o.Seed,
-		Liveness: d.Liveness,
-		Limit:    o.Limit,
+		Clients:   Slots,
+		Keys:      o.Keys,
+		Ops:       1000, // Duration bounds the run
+		Duration:  o.Duration,
+		TTL:       ttl,
+		Seed:      o.Seed,
+		Liveness:  d.Liveness,
+		Limit:     o.Limit,
+		Elections: o.Elections,
 	}
 	var n *Nemesis
 	if f != nil {

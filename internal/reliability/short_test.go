@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,20 +27,32 @@ func TestZooKeeperEnsemble(t *testing.T) { checkAll(t, reliability.ZooKeeperEnse
 func TestPostgres(t *testing.T)          { checkAll(t, reliability.Postgres(t)) }
 
 func checkAll(t *testing.T, d *reliability.Deployment) {
-	runs := []reliability.RunOptions{{}}
+	t.Run("no faults", func(t *testing.T) { check(t, d, nil, reliability.RunOptions{}) })
+	for _, f := range d.Faults {
+		t.Run(strings.ReplaceAll(f.Name, " ", "_"), func(t *testing.T) { check(t, d, &f, reliability.RunOptions{}) })
+	}
+	// N-permit locks (where the backend has them) and elections: under the
+	// deployment's most telling fault (its quiet spells are the fault-free
+	// part), or without faults where it has none; the soak runs the whole
+	// catalogue. One run each keeps the short mode's added time small.
+	var telling *reliability.Fault
+	if d.TellingFault != "" {
+		i := slices.IndexFunc(d.Faults, func(f reliability.Fault) bool { return f.Name == d.TellingFault })
+		if i < 0 {
+			t.Fatalf("%s: TellingFault %q is not in its catalogue", d.Name, d.TellingFault)
+		}
+		telling = &d.Faults[i]
+	}
+	name := "no faults"
+	if telling != nil {
+		name = strings.ReplaceAll(telling.Name, " ", "_")
+	}
 	if d.Permits {
-		runs = append(runs, reliability.RunOptions{Limit: reliability.PermitsLimit})
+		t.Run("permits/"+name, func(t *testing.T) {
+			check(t, d, telling, reliability.RunOptions{Limit: reliability.PermitsLimit})
+		})
 	}
-	for _, o := range runs {
-		prefix := ""
-		if o.Limit > 1 {
-			prefix = "permits/"
-		}
-		t.Run(prefix+"no faults", func(t *testing.T) { check(t, d, nil, o) })
-		for _, f := range d.Faults {
-			t.Run(prefix+strings.ReplaceAll(f.Name, " ", "_"), func(t *testing.T) { check(t, d, &f, o) })
-		}
-	}
+	t.Run("elections/"+name, func(t *testing.T) { check(t, d, telling, reliability.RunOptions{Elections: true}) })
 }
 
 func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault, o reliability.RunOptions) {

@@ -24,6 +24,7 @@ var (
 	soakKeys     = flag.Int("soak.keys", 12, "soak: keys per history run (each key's history is checked on its own)")
 	soakParallel = flag.Int("soak.parallel", 1, "soak: backends soaked at once (each starts its own cluster containers)")
 	soakOut      = flag.String("soak.out", "", "soak: also write the table, in Markdown, to this file")
+	soakElect    = flag.Bool("soak.elections", false, "soak: run elections (history.Options.Elections) instead of locks")
 )
 
 // backends maps a backend to its deployments.
@@ -74,7 +75,11 @@ func TestSoak(t *testing.T) {
 		all = append(all, rs...)
 	}
 	host, _ := os.Hostname()
-	header := fmt.Sprintf("Soak of %v per backend, %s, finished %s, on %s (%d CPUs, %s/%s, %s), %v in all.",
+	what := "locks"
+	if *soakElect {
+		what = "elections"
+	}
+	header := fmt.Sprintf("Soak of "+what+", %v per backend, %s, finished %s, on %s (%d CPUs, %s/%s, %s), %v in all.",
 		soak, strings.Join(names, ","), time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
 		runtime.Version(), time.Since(start).Round(time.Second))
 	table := markdown(all)
@@ -132,7 +137,7 @@ func soakBackend(t *testing.T, name string, soak time.Duration) []*row {
 }
 
 func soakOnce(t *testing.T, d *reliability.Deployment, f *reliability.Fault, r *row) {
-	o := reliability.RunOptions{Keys: *soakKeys}
+	o := reliability.RunOptions{Keys: *soakKeys, Elections: *soakElect}
 	if d.Name == "memory" {
 		o.Duration = time.Second
 	}
