@@ -34,13 +34,15 @@ type advBackend struct {
 
 	mu       sync.Mutex
 	classes  map[time.Duration][]*session // shared sessions by TTL
+	opening  map[time.Duration]int        // shared sessions being opened, by TTL
+	opened   chan struct{}                // closed (and replaced) when one is
 	held     map[int64]int                // advisory keys held (or being tried) on shared sessions
 	sessions map[*session]struct{}        // every open session, for Close
 	closed   bool
 }
 
 func newAdvisory(b *backend) *advBackend {
-	return &advBackend{b: b, classes: map[time.Duration][]*session{}, held: map[int64]int{}, sessions: map[*session]struct{}{}}
+	return &advBackend{b: b, classes: map[time.Duration][]*session{}, opening: map[time.Duration]int{}, opened: make(chan struct{}), held: map[int64]int{}, sessions: map[*session]struct{}{}}
 }
 
 // The advisory mode has none of the optional abilities but TTLRounder.
@@ -130,13 +132,24 @@ func (a *advBackend) sharedSession(ctx context.Context, ttl time.Duration) (*ses
 			return s, nil
 		}
 	}
-	grow := len(class) < min(sharedConns, cap(slots))
+	grow := len(class)+a.opening[ttl] < min(sharedConns, cap(slots))
 	if grow {
 		select {
 		case slots <- struct{}{}:
 		default:
 			grow = false
 		}
+	}
+	if !grow && len(class) == 0 && a.opening[ttl] > 0 {
+		// Another call is opening the class's first session: wait for it.
+		opened := a.opened
+		a.mu.Unlock()
+		select {
+		case <-opened:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return a.sharedSession(ctx, ttl)
 	}
 	if !grow {
 		defer a.mu.Unlock()
@@ -152,15 +165,21 @@ func (a *advBackend) sharedSession(ctx context.Context, ttl time.Duration) (*ses
 		}
 		return best, nil
 	}
+	a.opening[ttl]++
 	a.mu.Unlock()
 	s, err := a.open(ctx, true, ttl)
+	a.mu.Lock()
+	a.opening[ttl]--
+	close(a.opened)
+	a.opened = make(chan struct{})
+	if err == nil {
+		a.classes[ttl] = append(a.classes[ttl], s)
+	}
+	a.mu.Unlock()
 	if err != nil {
 		a.b.freeSlot()
 		return nil, err
 	}
-	a.mu.Lock()
-	a.classes[ttl] = append(a.classes[ttl], s)
-	a.mu.Unlock()
 	return s, nil
 }
 
