@@ -30,6 +30,7 @@ import (
 // benchEnv is one database with a lock table, a Locker and a plain pool.
 type benchEnv struct {
 	l    locker.Locker
+	adv  locker.Locker // the advisory mode
 	pool *pgxpool.Pool
 }
 
@@ -55,7 +56,19 @@ func newBenchEnv(b *testing.B, conns int32) *benchEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	return &benchEnv{l: l, pool: pool}
+	pc = mustPoolConfig(b, dsn)
+	pc.MaxConns = conns
+	apool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(apool.Close)
+	adv, err := postgres.New(apool, postgres.WithMode(postgres.Advisory))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = adv.Close() })
+	return &benchEnv{l: l, adv: adv, pool: pool}
 }
 
 // warm creates the rows of keys (the locker does on first use) and opens n
@@ -63,13 +76,15 @@ func newBenchEnv(b *testing.B, conns int32) *benchEnv {
 func (e *benchEnv) warm(b *testing.B, keys []string, n int) {
 	b.Helper()
 	ctx := context.Background()
-	for _, k := range keys {
-		lease, err := e.l.Acquire(ctx, k)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := lease.Release(ctx); err != nil {
-			b.Fatal(err)
+	for _, l := range []locker.Locker{e.l, e.adv} {
+		for _, k := range keys {
+			lease, err := l.Acquire(ctx, k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	var leases []locker.Lease
@@ -94,9 +109,11 @@ func (e *benchEnv) warm(b *testing.B, keys []string, n int) {
 
 type lockFunc func(ctx context.Context, key string) (unlock func() error, err error)
 
-func (e *benchEnv) locker() lockFunc {
+func (e *benchEnv) locker() lockFunc { return lockerFunc(e.l) }
+
+func lockerFunc(l locker.Locker) lockFunc {
 	return func(ctx context.Context, key string) (func() error, error) {
-		lease, err := e.l.Acquire(ctx, key)
+		lease, err := l.Acquire(ctx, key)
 		if err != nil {
 			return nil, err
 		}
@@ -156,6 +173,7 @@ func (e *benchEnv) variants() []struct {
 		{"raw", e.raw("COMMIT")},
 		{"raw-rb", e.raw("ROLLBACK")},
 		{"advisory", e.advisory()},
+		{"locker-advisory", lockerFunc(e.adv)},
 	}
 }
 
