@@ -192,7 +192,8 @@ func (s *session) count() int {
 // run runs f on the session's connection, one statement at a time. f runs
 // on a context the caller's does not cancel (see advStatementTimeout),
 // unless wait: then waitOn cancels it with a cancel request. An error that
-// leaves the connection closed ends the session and every lock on it.
+// leaves the connection closed, or finds another server, ends the session
+// and every lock on it.
 func (s *session) run(ctx context.Context, wait bool, f func(context.Context, *pgx.Conn) error) error {
 	select {
 	case s.turn <- struct{}{}:
@@ -215,7 +216,11 @@ func (s *session) run(ctx context.Context, wait bool, f func(context.Context, *p
 		err = f(c, conn)
 		cancel()
 	}
-	if err != nil && conn.IsClosed() {
+	switch {
+	case err == nil:
+	case errors.Is(err, errWrongServer):
+		s.kill(err)
+	case conn.IsClosed():
 		s.kill(fmt.Errorf("postgres: the connection of advisory locks ended: %w", err))
 	}
 	return err
@@ -490,8 +495,6 @@ func (l *advLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, errWrongServer):
-		s.kill(err)
 	case ctx.Err() != nil && !errors.Is(err, locker.ErrLeaseLost):
 		return err
 	}
