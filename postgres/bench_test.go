@@ -161,6 +161,32 @@ func (e *benchEnv) advisory() lockFunc {
 	}
 }
 
+// advisoryToken is advisory() with what the advisory mode adds on the
+// server: the token drawn in the lock's statement, the idle timeout set,
+// and the server's identity read (the statements of postgres/advisory.go).
+func (e *benchEnv) advisoryToken() lockFunc {
+	return func(ctx context.Context, key string) (func() error, error) {
+		c, err := e.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var n *int64
+		if err := c.QueryRow(ctx, "SELECT n, (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint, "+
+			"coalesce((extract(epoch FROM pg_last_xact_replay_timestamp()) * 1000000)::bigint, 0), "+
+			"set_config('idle_session_timeout', CASE WHEN n IS NULL THEN $3 ELSE $2 END, false) "+
+			"FROM (SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1, 0)) THEN nextval('locker_locks_token') END AS n) AS t",
+			key, "60000", "0").Scan(&n, nil, nil, nil); err != nil || n == nil {
+			c.Release()
+			return nil, fmt.Errorf("advisory+token: %v (token %v)", err, n)
+		}
+		return func() error {
+			defer c.Release()
+			_, err := c.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0)), set_config('idle_session_timeout', '0', false)", key)
+			return err
+		}, nil
+	}
+}
+
 func (e *benchEnv) variants() []struct {
 	name string
 	f    lockFunc
@@ -173,6 +199,7 @@ func (e *benchEnv) variants() []struct {
 		{"raw", e.raw("COMMIT")},
 		{"raw-rb", e.raw("ROLLBACK")},
 		{"advisory", e.advisory()},
+		{"advisory+token", e.advisoryToken()},
 		{"locker-advisory", lockerFunc(e.adv)},
 	}
 }
