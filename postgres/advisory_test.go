@@ -161,3 +161,39 @@ func TestOpen_ModeParameter(t *testing.T) {
 		t.Fatalf("Open(mode=sideways) = %v, want ErrInvalidURL", err)
 	}
 }
+
+// TestAdvisory_SilentClient_CutOffByServerAfterTTL: a client that stops
+// talking (its sockets stay open, nothing flows) keeps its advisory locks
+// until idle_session_timeout ends its session, a TTL after its last
+// statement: the lock is free with nobody releasing it.
+func TestAdvisory_SilentClient_CutOffByServerAfterTTL(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	h := newHarness(t, dsn)
+	h.opts = []locker.Option{postgres.WithMode(postgres.Advisory)}
+	silent, err := h.NewLocker(ctxT(t, 10*time.Second), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	other := newLocker(t, dsn, postgres.WithMode(postgres.Advisory))
+
+	const ttl = time.Second
+	k := randomKey("silent")
+	held, err := silent.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Crash(t, silent)
+	if _, err := other.TryAcquire(ctxT(t, 10*time.Second), k); !errors.Is(err, locker.ErrLocked) {
+		t.Fatalf("TryAcquire right after the holder went silent = %v, want ErrLocked", err)
+	}
+	takeOver(t, other, k, ttl+5*time.Second, held, "after the silent holder's TTL")
+}
+
+// TestAdvisory_KilledAndRestarted_TokensAfterExceedTokensBefore: PostgreSQL
+// is SIGKILLed while advisory locks are held; every lease on the dead
+// sessions ends (at its next statement), and every token handed out after
+// the restart is larger than every token before.
+func TestAdvisory_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T) {
+	killAndRestart(t, true, postgres.WithMode(postgres.Advisory))
+}
