@@ -17,7 +17,8 @@ import (
 )
 
 // sharedConns is how many shared connections an advisory Locker opens per
-// TTL at most (fewer if its connection budget is smaller).
+// TTL at most (fewer if its connection budget is smaller: all of them
+// together leave one connection of the budget for waiting).
 const sharedConns = 4
 
 // advStatementTimeout bounds one statement on a shared connection. Such a
@@ -36,6 +37,7 @@ type advBackend struct {
 	classes  map[time.Duration][]*session // shared sessions by TTL
 	opening  map[time.Duration]int        // shared sessions being opened, by TTL
 	opened   chan struct{}                // closed (and replaced) when one is
+	nShared  int                          // shared sessions, open or opening, of every TTL
 	held     map[int64]int                // advisory keys held (or being tried) on shared sessions
 	sessions map[*session]struct{}        // every open session, for Close
 	closed   bool
@@ -132,7 +134,9 @@ func (a *advBackend) sharedSession(ctx context.Context, ttl time.Duration) (*ses
 			return s, nil
 		}
 	}
-	grow := len(class)+a.opening[ttl] < min(sharedConns, cap(slots))
+	// Shared sessions leave one connection of the budget for a waiting
+	// Acquire (unless the budget is one): they are kept until Close.
+	grow := len(class)+a.opening[ttl] < sharedConns && a.nShared < max(1, cap(slots)-1)
 	if grow {
 		select {
 		case slots <- struct{}{}:
@@ -166,6 +170,7 @@ func (a *advBackend) sharedSession(ctx context.Context, ttl time.Duration) (*ses
 		return best, nil
 	}
 	a.opening[ttl]++
+	a.nShared++
 	a.mu.Unlock()
 	s, err := a.open(ctx, true, ttl)
 	a.mu.Lock()
@@ -174,6 +179,8 @@ func (a *advBackend) sharedSession(ctx context.Context, ttl time.Duration) (*ses
 	a.opened = make(chan struct{})
 	if err == nil {
 		a.classes[ttl] = append(a.classes[ttl], s)
+	} else {
+		a.nShared--
 	}
 	a.mu.Unlock()
 	if err != nil {
@@ -242,6 +249,7 @@ func (s *session) kill(cause error) {
 	a.mu.Lock()
 	delete(a.sessions, s)
 	if s.shared {
+		a.nShared--
 		class := a.classes[s.ttl]
 		for i, c := range class {
 			if c == s {

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/internal/testenv"
@@ -196,4 +198,47 @@ func TestAdvisory_SilentClient_CutOffByServerAfterTTL(t *testing.T) {
 // the restart is larger than every token before.
 func TestAdvisory_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T) {
 	killAndRestart(t, true, postgres.WithMode(postgres.Advisory))
+}
+
+// TestAdvisory_SmallPool_AcquireCanStillWait: shared connections never take
+// the whole budget, so a blocking Acquire of a held key still finds a
+// connection to wait on.
+func TestAdvisory_SmallPool_AcquireCanStillWait(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	pc := mustPoolConfig(t, dsn)
+	pc.MaxConns = 5 // a budget of 4 connections
+	pool, err := pgxpool.NewWithConfig(ctxT(t, 30*time.Second), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	l, err := postgres.New(pool, postgres.WithMode(postgres.Advisory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	// Many acquisitions at once open as many shared connections as allowed.
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				lease, err := l.TryAcquire(ctxT(t, time.Minute), fmt.Sprintf("small/%d/%d", w, i))
+				if err != nil {
+					t.Errorf("TryAcquire: %v", err)
+					return
+				}
+				defer func() { _ = lease.Release(ctxT(t, time.Minute)) }()
+			}
+		}()
+	}
+	wg.Wait()
+	other := newLocker(t, dsn, postgres.WithMode(postgres.Advisory))
+	held, err := other.TryAcquire(ctxT(t, 10*time.Second), "small/held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(200*time.Millisecond, func() { _ = held.Release(context.Background()) })
+	takeOver(t, l, "small/held", 20*time.Second, held, "of a key released meanwhile, with a small pool")
 }
