@@ -30,6 +30,7 @@ import (
 // benchEnv is one database with a lock table, a Locker and a plain pool.
 type benchEnv struct {
 	l    locker.Locker
+	adv  locker.Locker // the advisory mode
 	pool *pgxpool.Pool
 }
 
@@ -55,7 +56,19 @@ func newBenchEnv(b *testing.B, conns int32) *benchEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	return &benchEnv{l: l, pool: pool}
+	pc = mustPoolConfig(b, dsn)
+	pc.MaxConns = conns
+	apool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(apool.Close)
+	adv, err := postgres.New(apool, postgres.WithMode(postgres.Advisory))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = adv.Close() })
+	return &benchEnv{l: l, adv: adv, pool: pool}
 }
 
 // warm creates the rows of keys (the locker does on first use) and opens n
@@ -63,13 +76,15 @@ func newBenchEnv(b *testing.B, conns int32) *benchEnv {
 func (e *benchEnv) warm(b *testing.B, keys []string, n int) {
 	b.Helper()
 	ctx := context.Background()
-	for _, k := range keys {
-		lease, err := e.l.Acquire(ctx, k)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := lease.Release(ctx); err != nil {
-			b.Fatal(err)
+	for _, l := range []locker.Locker{e.l, e.adv} {
+		for _, k := range keys {
+			lease, err := l.Acquire(ctx, k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	var leases []locker.Lease
@@ -94,9 +109,11 @@ func (e *benchEnv) warm(b *testing.B, keys []string, n int) {
 
 type lockFunc func(ctx context.Context, key string) (unlock func() error, err error)
 
-func (e *benchEnv) locker() lockFunc {
+func (e *benchEnv) locker() lockFunc { return lockerFunc(e.l) }
+
+func lockerFunc(l locker.Locker) lockFunc {
 	return func(ctx context.Context, key string) (func() error, error) {
-		lease, err := e.l.Acquire(ctx, key)
+		lease, err := l.Acquire(ctx, key)
 		if err != nil {
 			return nil, err
 		}
@@ -144,6 +161,32 @@ func (e *benchEnv) advisory() lockFunc {
 	}
 }
 
+// advisoryToken is advisory() with what the advisory mode adds on the
+// server: the token drawn in the lock's statement, the idle timeout set,
+// and the server's identity read (the statements of postgres/advisory.go).
+func (e *benchEnv) advisoryToken() lockFunc {
+	return func(ctx context.Context, key string) (func() error, error) {
+		c, err := e.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var n *int64
+		if err := c.QueryRow(ctx, "SELECT n, (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint, "+
+			"coalesce((extract(epoch FROM pg_last_xact_replay_timestamp()) * 1000000)::bigint, 0), "+
+			"set_config('idle_session_timeout', CASE WHEN n IS NULL THEN $3 ELSE $2 END, false) "+
+			"FROM (SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1, 0)) THEN nextval('locker_locks_token') END AS n) AS t",
+			key, "60000", "0").Scan(&n, nil, nil, nil); err != nil || n == nil {
+			c.Release()
+			return nil, fmt.Errorf("advisory+token: %v (token %v)", err, n)
+		}
+		return func() error {
+			defer c.Release()
+			_, err := c.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0)), set_config('idle_session_timeout', '0', false)", key)
+			return err
+		}, nil
+	}
+}
+
 func (e *benchEnv) variants() []struct {
 	name string
 	f    lockFunc
@@ -156,6 +199,8 @@ func (e *benchEnv) variants() []struct {
 		{"raw", e.raw("COMMIT")},
 		{"raw-rb", e.raw("ROLLBACK")},
 		{"advisory", e.advisory()},
+		{"advisory+token", e.advisoryToken()},
+		{"locker-advisory", lockerFunc(e.adv)},
 	}
 }
 

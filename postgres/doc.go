@@ -16,6 +16,7 @@
 //	table                 WithTable               locker_locks (sequence: table + "_token")
 //	max_conns             WithMaxConns            a quarter of the server's max_connections
 //	skip_schema_creation  WithSkipSchemaCreation  false (creates schema.sql's objects on first use)
+//	mode                  WithMode                for_update (or advisory, below)
 //
 // Every held lock, waiting Acquire and Watch pins one connection: a Locker
 // pins at most max_conns (and all but one of the pool's MaxConns, which
@@ -40,6 +41,17 @@
 // clock: a holder that dies inside it frees the lock at the later of the
 // hold's end and its TTL's. Not given: a lock's blocking Acquire on a key
 // held by permits waits for them all rather than failing.
+//
+// WithMode(Advisory) holds a lock instead as a session-level advisory lock
+// (pg_try_advisory_lock on a 64-bit hash of the key; keys whose hashes
+// collide exclude each other) on one of up to four shared connections per
+// TTL: 10,000 locks on four connections. Its token is drawn in the grant's
+// statement; idle_session_timeout (PostgreSQL 14+) set to the session's
+// largest TTL ends a silent client's locks; a connection that ends loses
+// every lock on it, each reported lost at the next statement on it. Acquire
+// waits in pg_advisory_lock on a connection of its own, which then holds
+// the lock. Inspection, Watch, values, permits and minimum holds are
+// ErrUnsupported in this mode. Never use both modes on one table.
 //
 // Tokens come from a NO CYCLE sequence, raised to the server clock in
 // microseconds after a restart: they increase across crashes and restarts

@@ -180,16 +180,7 @@ func TestPostgres_PartitionedClient_LosesLeaseByLocalDeadline(t *testing.T) {
 	if err := held.Err(); !errors.Is(err, locker.ErrLeaseLost) {
 		t.Fatalf("Err() = %v, want ErrLeaseLost", err)
 	}
-	next, err := near.Acquire(ctxT(t, ttl+5*time.Second), k)
-	if err != nil {
-		t.Fatalf("Acquire across the partition: %v", err)
-	}
-	if next.Token() <= held.Token() {
-		t.Fatalf("token %d, want > %d", next.Token(), held.Token())
-	}
-	if err := next.Release(ctxT(t, 10*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	takeOver(t, near, k, ttl+5*time.Second, held, "across the partition")
 	proxy.Heal(t)
 	if err := far.Close(); err != nil {
 		t.Fatalf("Close after the partition healed: %v", err)
@@ -202,9 +193,17 @@ func TestPostgres_PartitionedClient_LosesLeaseByLocalDeadline(t *testing.T) {
 // restart every token handed out is larger than every token handed out
 // before, for the same keys and for new ones.
 func TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T) {
+	killAndRestart(t, false)
+}
+
+// killAndRestart holds and releases locks, kills the server and restarts
+// it, and checks that the held leases end (with refresh, a refresh meets
+// the dead session first; without, they end by themselves) and that every
+// token after exceeds every token before. opts choose the mode.
+func killAndRestart(t *testing.T, refresh bool, opts ...locker.Option) {
 	srv := testenv.Postgres(t)
 	dsn := testenv.PostgresDB(t)
-	before := newLocker(t, dsn)
+	before := newLocker(t, dsn, opts...)
 
 	var keys []string
 	var maxBefore uint64
@@ -232,6 +231,9 @@ func TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T)
 	srv.Restart(t)
 
 	for _, lease := range held {
+		if refresh {
+			_ = lease.Refresh(ctxT(t, 30*time.Second))
+		}
 		select {
 		case <-lease.Done():
 		case <-time.After(10 * time.Second):
@@ -246,7 +248,7 @@ func TestPostgres_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T)
 	t.Logf("largest token before the kill %d; sequence after the restart, before any lock: %d (%s)",
 		maxBefore, seqAfter, map[bool]string{true: "went back: the floor is what saves the day", false: "kept"}[uint64(seqAfter) < maxBefore])
 
-	after := newLocker(t, dsn)
+	after := newLocker(t, dsn, opts...)
 	for i, k := range append(keys, randomKey("kill-new"), randomKey("kill-new")) {
 		lease, err := after.Acquire(ctxT(t, 30*time.Second), k, locker.WithTTL(time.Minute))
 		if err != nil {
@@ -417,5 +419,21 @@ func TestPostgres_CloseDuringRefreshAndRelease_NoRaceBothReturn(t *testing.T) {
 		if err := lease.Release(ctxT(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// takeOver acquires k on l within d, once held's lock has ended, checks
+// that the new token exceeds held's, and releases it.
+func takeOver(t *testing.T, l locker.Locker, k string, d time.Duration, held locker.Lease, what string) {
+	t.Helper()
+	next, err := l.Acquire(ctxT(t, d), k)
+	if err != nil {
+		t.Fatalf("Acquire %s: %v", what, err)
+	}
+	if next.Token() <= held.Token() {
+		t.Fatalf("token %d, want > %d", next.Token(), held.Token())
+	}
+	if err := next.Release(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
 	}
 }

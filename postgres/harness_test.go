@@ -23,6 +23,7 @@ type harness struct {
 	dsn     string
 	ttl     time.Duration
 	maxHeld int
+	opts    []locker.Option // of every Locker (the mode)
 
 	mu      sync.Mutex
 	dialers map[locker.Locker]*crashDialer
@@ -61,7 +62,7 @@ func (h *harness) NewLocker(ctx context.Context, t *testing.T, opts ...locker.Op
 		return nil, err
 	}
 	t.Cleanup(pool.Close)
-	l, err := postgres.New(pool, opts...)
+	l, err := postgres.New(pool, append(append([]locker.Option(nil), h.opts...), opts...)...)
 	if err != nil {
 		return nil, err
 	}

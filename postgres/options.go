@@ -13,6 +13,7 @@ type config struct {
 	schema, table string
 	maxConns      int // 0: the default budget, read from the server
 	skipDDL       bool
+	mode          Mode
 }
 
 // setting is the value of every option of this package (locker.BackendOption).
@@ -91,6 +92,10 @@ var urlParams = []struct {
 	{"max_conns", func(v string) (locker.Option, error) {
 		n, err := strconv.Atoi(v)
 		return WithMaxConns(n), err
+	}},
+	{"mode", func(v string) (locker.Option, error) {
+		m, err := parseMode(v)
+		return WithMode(m), err
 	}},
 	{"skip_schema_creation", func(v string) (locker.Option, error) {
 		b, err := strconv.ParseBool(v)

@@ -62,7 +62,11 @@ func newLocker(pool *pgxpool.Pool, own bool, cfg config, bc locker.BackendConfig
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: %w", locker.ErrInvalidOption, err)
 	}
-	l, err := locker.New(b, bc.Options...)
+	var db driver.Backend = b
+	if cfg.mode == Advisory {
+		db = newAdvisory(b)
+	}
+	l, err := locker.New(db, bc.Options...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,244 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/postgres"
+)
+
+// heldAdvisory counts the advisory locks held in the test's database and
+// the sessions holding them.
+func heldAdvisory(t *testing.T, admin *pgx.Conn) (locks, sessions int) {
+	t.Helper()
+	err := admin.QueryRow(ctxT(t, 30*time.Second), "SELECT count(*), count(DISTINCT pid) FROM pg_locks "+
+		"WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").
+		Scan(&locks, &sessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return locks, sessions
+}
+
+// TestAdvisory_TenThousandLocksOnEightConnections: one Locker in the
+// advisory mode holds 10,000 locks at once on at most 8 server sessions,
+// and releases each on its own.
+func TestAdvisory_TenThousandLocksOnEightConnections(t *testing.T) {
+	const n, workers = 10_000, 16
+	dsn := testenv.PostgresDB(t)
+	// A TTL long enough that no refresh runs while the test does.
+	l := newLocker(t, dsn, postgres.WithMode(postgres.Advisory), locker.WithTTL(10*time.Minute))
+	admin := adminConn(t, dsn)
+	leases := make([]locker.Lease, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				lease, err := l.TryAcquire(ctxT(t, time.Minute), fmt.Sprintf("many/%d", i))
+				if err != nil {
+					errs <- fmt.Errorf("TryAcquire #%d: %w", i, err)
+					return
+				}
+				leases[i] = lease
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	locks, sessions := heldAdvisory(t, admin)
+	if locks != n || sessions > 8 {
+		t.Fatalf("%d advisory locks on %d sessions, want %d on at most 8", locks, sessions, n)
+	}
+	t.Logf("%d advisory locks on %d sessions", locks, sessions)
+	// Each release frees its own lock and no other.
+	for i := 0; i < n; i += 2 {
+		if err := leases[i].Release(ctxT(t, time.Minute)); err != nil {
+			t.Fatalf("Release #%d: %v", i, err)
+		}
+	}
+	if locks, _ := heldAdvisory(t, admin); locks != n/2 {
+		t.Fatalf("%d advisory locks after releasing half, want %d", locks, n/2)
+	}
+	other := newLocker(t, dsn, postgres.WithMode(postgres.Advisory))
+	if _, err := other.TryAcquire(ctxT(t, time.Minute), "many/1"); !errors.Is(err, locker.ErrLocked) {
+		t.Fatalf("TryAcquire of a held key from another Locker = %v, want ErrLocked", err)
+	}
+	lease, err := other.TryAcquire(ctxT(t, time.Minute), "many/0")
+	if err != nil {
+		t.Fatalf("TryAcquire of a released key from another Locker: %v", err)
+	}
+	if lease.Token() <= leases[n-1].Token() {
+		t.Fatalf("token %d after the release, want above every earlier one (%d)", lease.Token(), leases[n-1].Token())
+	}
+}
+
+// TestAdvisory_ConnectionEnds_EveryLockOnItLost: when a shared connection
+// ends (here its server backend is terminated), every lease whose lock it
+// held is told ErrLeaseLost, and the locks are free for others.
+func TestAdvisory_ConnectionEnds_EveryLockOnItLost(t *testing.T) {
+	const n = 20
+	dsn := testenv.PostgresDB(t)
+	l := newLocker(t, dsn, postgres.WithMode(postgres.Advisory), locker.WithTTL(10*time.Second))
+	admin := adminConn(t, dsn)
+	leases := make([]locker.Lease, n)
+	for i := range leases {
+		lease, err := l.TryAcquire(ctxT(t, time.Minute), fmt.Sprintf("lost/%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases[i] = lease
+	}
+	if _, err := admin.Exec(ctxT(t, 30*time.Second), "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted "+
+		"AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"); err != nil {
+		t.Fatal(err)
+	}
+	// The first refresh that meets the ended connection ends every lease
+	// on it (the others learn through Request.Lost, not by refreshing).
+	if err := leases[0].Refresh(ctxT(t, time.Minute)); !errors.Is(err, locker.ErrLeaseLost) {
+		t.Fatalf("Refresh after the connection ended = %v, want ErrLeaseLost", err)
+	}
+	for i, lease := range leases {
+		select {
+		case <-lease.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatalf("lease #%d still not ended", i)
+		}
+		if err := lease.Err(); !errors.Is(err, locker.ErrLeaseLost) {
+			t.Fatalf("lease #%d: Err() = %v, want ErrLeaseLost", i, err)
+		}
+	}
+	other := newLocker(t, dsn, postgres.WithMode(postgres.Advisory))
+	for i := range leases {
+		if _, err := other.TryAcquire(ctxT(t, time.Minute), fmt.Sprintf("lost/%d", i)); err != nil {
+			t.Fatalf("TryAcquire #%d after the connection ended: %v", i, err)
+		}
+	}
+	// The Locker opens a new connection for its next lock.
+	if _, err := l.TryAcquire(ctxT(t, time.Minute), "lost/after"); err != nil {
+		t.Fatalf("TryAcquire on the Locker whose connection ended: %v", err)
+	}
+}
+
+// TestOpen_ModeParameter: ?mode=advisory opens the advisory mode (its
+// locks are advisory locks, not rows); an unknown mode is ErrInvalidURL.
+func TestOpen_ModeParameter(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("mode", "advisory")
+	u.RawQuery = q.Encode()
+	l, err := locker.Open(ctxT(t, 30*time.Second), u.String())
+	if err != nil {
+		t.Fatalf("Open(mode=advisory): %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	if _, err := l.TryAcquire(ctxT(t, 30*time.Second), "by-url"); err != nil {
+		t.Fatal(err)
+	}
+	if locks, _ := heldAdvisory(t, adminConn(t, dsn)); locks != 1 {
+		t.Fatalf("%d advisory locks, want 1", locks)
+	}
+	q.Set("mode", "sideways")
+	u.RawQuery = q.Encode()
+	if _, err := locker.Open(ctxT(t, 30*time.Second), u.String()); !errors.Is(err, locker.ErrInvalidURL) {
+		t.Fatalf("Open(mode=sideways) = %v, want ErrInvalidURL", err)
+	}
+}
+
+// TestAdvisory_SilentClient_CutOffByServerAfterTTL: a client that stops
+// talking (its sockets stay open, nothing flows) keeps its advisory locks
+// until idle_session_timeout ends its session, a TTL after its last
+// statement: the lock is free with nobody releasing it.
+func TestAdvisory_SilentClient_CutOffByServerAfterTTL(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	h := newHarness(t, dsn)
+	h.opts = []locker.Option{postgres.WithMode(postgres.Advisory)}
+	silent, err := h.NewLocker(ctxT(t, 10*time.Second), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	other := newLocker(t, dsn, postgres.WithMode(postgres.Advisory))
+
+	const ttl = time.Second
+	k := randomKey("silent")
+	held, err := silent.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Crash(t, silent)
+	if _, err := other.TryAcquire(ctxT(t, 10*time.Second), k); !errors.Is(err, locker.ErrLocked) {
+		t.Fatalf("TryAcquire right after the holder went silent = %v, want ErrLocked", err)
+	}
+	takeOver(t, other, k, ttl+5*time.Second, held, "after the silent holder's TTL")
+}
+
+// TestAdvisory_KilledAndRestarted_TokensAfterExceedTokensBefore: PostgreSQL
+// is SIGKILLed while advisory locks are held; every lease on the dead
+// sessions ends (at its next statement), and every token handed out after
+// the restart is larger than every token before.
+func TestAdvisory_KilledAndRestarted_TokensAfterExceedTokensBefore(t *testing.T) {
+	killAndRestart(t, true, postgres.WithMode(postgres.Advisory))
+}
+
+// TestAdvisory_SmallPool_AcquireCanStillWait: shared connections never take
+// the whole budget, so a blocking Acquire of a held key still finds a
+// connection to wait on.
+func TestAdvisory_SmallPool_AcquireCanStillWait(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	pc := mustPoolConfig(t, dsn)
+	pc.MaxConns = 5 // a budget of 4 connections
+	pool, err := pgxpool.NewWithConfig(ctxT(t, 30*time.Second), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	l, err := postgres.New(pool, postgres.WithMode(postgres.Advisory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	// Many acquisitions at once open as many shared connections as allowed.
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				lease, err := l.TryAcquire(ctxT(t, time.Minute), fmt.Sprintf("small/%d/%d", w, i))
+				if err != nil {
+					t.Errorf("TryAcquire: %v", err)
+					return
+				}
+				defer func() { _ = lease.Release(ctxT(t, time.Minute)) }()
+			}
+		}()
+	}
+	wg.Wait()
+	other := newLocker(t, dsn, postgres.WithMode(postgres.Advisory))
+	held, err := other.TryAcquire(ctxT(t, 10*time.Second), "small/held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(200*time.Millisecond, func() { _ = held.Release(context.Background()) })
+	takeOver(t, l, "small/held", 20*time.Second, held, "of a key released meanwhile, with a small pool")
+}
