@@ -301,6 +301,14 @@ func (b *backend) granted(ctx context.Context, own *ownKey, req *driver.Request,
 		b.remove(ctx, own, rev)
 		return nil, fmt.Errorf("%w: %w", locker.ErrLeaseLost, sl.err())
 	}
+	if req.MinHold > 0 {
+		if err := b.startHold(ctx, l, req.MinHold); err != nil {
+			l.hold.end()
+			sl.remove(l)
+			b.remove(ctx, own, rev)
+			return nil, err
+		}
+	}
 	return l, nil
 }
 
