@@ -162,7 +162,8 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 //   - an N-permit lock's first waiter (exactly N predecessors: the
 //     holders) watches the deletions of the lock's whole range, any of which
 //     may free a permit for it, and on every re-check after a wake-up
-//     rewrites its own key unchanged, to wake the next waiter;
+//     rewrites its own key unchanged, to wake the next waiter (as does a
+//     later waiter found granted, with one more re-check);
 //   - every later waiter watches its predecessor for any change: that
 //     rewrite, or its deletion (granted and released, or cancelled).
 type waiter struct {
@@ -221,7 +222,8 @@ func (b *backend) wait(ctx context.Context, w *waiter) (time.Time, error) {
 			}
 		}
 		ops := []clientv3.Op{clientv3.OpGet(w.lp, preds...)}
-		if w.first {
+		nudged := w.first
+		if nudged {
 			ops = append(ops, clientv3.OpPut(w.own.name, w.own.value, clientv3.WithIgnoreLease()))
 		}
 		rctx, cancel := b.requestContext(ctx)
@@ -246,10 +248,17 @@ func (b *backend) wait(ctx context.Context, w *waiter) (time.Time, error) {
 			return time.Time{}, errKeyGone
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if !w.update(kvs, len(kvs), resp.Header.Revision) {
+		if w.update(kvs, len(kvs), resp.Header.Revision) {
+			watching = true
+			continue
+		}
+		if w.limit == 1 || nudged {
 			return sent, nil
 		}
-		watching = true
+		// A later waiter granted without having been the first: the next
+		// waiter watches this key and may now be the first. Re-check once
+		// more, rewriting the key.
+		w.first, watching = true, false
 	}
 }
 
