@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,38 +19,81 @@ import (
 // or someone deleted it. The wait cannot go on without it.
 var errKeyGone = errors.New("etcd: own waiter key is gone (lease expired or key deleted)")
 
-// TryAcquire creates the own key only if the lock's range is empty: one txn
-// guarded on the whole range having no key (CreateRevision == 0 over the
-// prefix), so a failed attempt leaves nothing to delete.
+// TryAcquire of a plain lock creates the own key only if the lock's range is
+// empty: one txn guarded on the whole range having no key (CreateRevision
+// == 0 over the prefix), so a failed attempt leaves nothing to delete; its
+// else branch reads the holder's record, whose limit tells a busy lock from
+// a mismatched one. An N-permit lock reads the range first (its oldest N
+// keys and its count) and creates the own key only if fewer than N were
+// there and none was created since (every key's CreateRevision at most the
+// read's revision).
 func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
 	sl, err := b.lease(ctx, req.TTL)
 	if err != nil {
 		return nil, err
 	}
+	limit := max(req.Limit, 1)
 	lp := lockPrefix(b.prefix, req.Key)
 	own := sl.claim(lp, recordOf(req))
-	rctx, cancel := b.requestContext(ctx)
-	defer cancel()
-	sent := time.Now()
-	resp, err := b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(lp), "=", 0).WithPrefix(), own.notTombstoned()).
-		Then(clientv3.OpPut(own.name, own.value, clientv3.WithLease(sl.id))).
-		Commit()
-	if err != nil {
-		b.createFailed(ctx, own, err)
-		return nil, err
+	oldest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
+		clientv3.WithLimit(int64(limit))}
+	for {
+		guard := clientv3.Compare(clientv3.CreateRevision(lp), "=", 0).WithPrefix()
+		if limit > 1 {
+			rctx, cancel := b.requestContext(ctx)
+			resp, err := b.cli.Get(rctx, lp, oldest...)
+			cancel()
+			if err != nil {
+				own.free()
+				return nil, err
+			}
+			if err := mismatch(resp.Kvs, limit); err != nil || resp.Count >= int64(limit) {
+				own.free()
+				return nil, cmp.Or(err, locker.ErrLocked)
+			}
+			guard = clientv3.Compare(clientv3.CreateRevision(lp), "<", resp.Header.Revision+1).WithPrefix()
+		}
+		rctx, cancel := b.requestContext(ctx)
+		sent := time.Now()
+		resp, err := b.cli.Txn(rctx).
+			If(guard, own.notTombstoned()).
+			Then(clientv3.OpPut(own.name, own.value, clientv3.WithLease(sl.id))).
+			Else(clientv3.OpGet(lp, oldest...)).
+			Commit()
+		cancel()
+		if err != nil {
+			b.createFailed(ctx, own, err)
+			return nil, err
+		}
+		if resp.Succeeded {
+			return b.granted(ctx, own, req, resp.Header.Revision, sent)
+		}
+		// Nothing was written. A plain lock is busy; an N-permit lock's
+		// range changed since the read: read it again.
+		if limit == 1 {
+			own.free()
+			return nil, cmp.Or(mismatch(resp.Responses[0].GetResponseRange().Kvs, limit), locker.ErrLocked)
+		}
 	}
-	if !resp.Succeeded {
-		own.free() // nothing was written
-		return nil, locker.ErrLocked
+}
+
+// mismatch refuses a limit that differs from one recorded in kvs (a key
+// whose record cannot be read, another writer's, is left out).
+func mismatch(kvs []*mvccpb.KeyValue, limit int) error {
+	for _, kv := range kvs {
+		if l := limitOf(kv.Value); l != 0 && l != limit {
+			return fmt.Errorf("%w: etcd: lock is in use with a limit of %d, not %d", locker.ErrInvalidOption, l, limit)
+		}
 	}
-	return b.granted(ctx, own, req, resp.Header.Revision, sent)
+	return nil
 }
 
 // Acquire creates the own key in a txn guarded on its CreateRevision being 0
-// and, in the same txn, reads the newest two keys of the lock's range: the
-// own key and its predecessor. Without a predecessor the lock is held at
-// once (one round trip); otherwise it waits for the predecessor's deletion.
+// and, in the same txn, reads the newest N+1 keys of the lock's range (N
+// its limit, 1 for a plain lock): the own key and its predecessors, whose
+// records must carry the same limit, and the range's count. With fewer than
+// N predecessors the lock is held at once (one round trip); otherwise it
+// waits.
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
 	var sl *sharedLease
 	err := patiently(ctx, nil, func() (err error) {
@@ -59,6 +103,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	if err != nil {
 		return nil, err
 	}
+	limit := max(req.Limit, 1)
 	lp := lockPrefix(b.prefix, req.Key)
 	own := sl.claim(lp, recordOf(req))
 	key := own.name
@@ -75,8 +120,8 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 			Then(
 				clientv3.OpPut(key, own.value, clientv3.WithLease(sl.id)),
 				// The put is the txn's newest write, so the own key sorts first.
-				clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
+				clientv3.OpGet(lp, clientv3.WithPrefix(),
+					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(limit+1))),
 			).
 			Commit()
 		return err
@@ -91,11 +136,16 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 		return nil, fmt.Errorf("etcd: waiter key %q exists already", key)
 	}
 	rev := resp.Header.Revision
-	kvs := resp.Responses[1].GetResponseRange().Kvs
-	if len(kvs) < 2 {
+	rr := resp.Responses[1].GetResponseRange()
+	if err := mismatch(rr.Kvs[1:], limit); err != nil {
+		b.remove(ctx, own, rev)
+		return nil, err
+	}
+	w := &waiter{own: own, lp: lp, rev: rev, limit: limit}
+	if !w.update(rr.Kvs[1:], int(rr.Count-1), rev) {
 		return b.granted(ctx, own, req, rev, sent)
 	}
-	start, err := b.wait(ctx, sl, lp, key, rev, string(kvs[1].Key), resp.Header.Revision+1)
+	start, err := b.wait(ctx, w)
 	if err != nil {
 		b.remove(ctx, own, rev)
 		return nil, err
@@ -103,23 +153,67 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	return b.granted(ctx, own, req, rev, start)
 }
 
-// wait blocks until no key of the lock's range was created before the own
-// key (rev). It watches only the next-lower key (pred, from watchRev), so a
-// release wakes one waiter, not all. After every wake-up, watch error or
-// reconnect it re-checks with one linearizable txn that the own key still
-// exists with its create revision — a watch can miss that the own key's
-// lease expired meanwhile (Jepsen's etcd 3.4.3 finding against the
-// concurrency package) — and reads the next predecessor. It returns when the
-// re-check that found no predecessor was sent.
-func (b *backend) wait(ctx context.Context, sl *sharedLease, lp, key string, rev int64, pred string, watchRev int64) (time.Time, error) {
+// waiter is one acquisition waiting for its lock: the keys created before
+// its own (preds) number limit or more. What it watches keeps a release from
+// waking more than one waiter (no herd) and serves waiters in the order of
+// their keys' creation (FIFO):
+//
+//   - a plain lock's waiter watches its predecessor's deletion;
+//   - an N-permit lock's first waiter (exactly N predecessors: the
+//     holders) watches the deletions of the lock's whole range, any of which
+//     may free a permit for it, and on every re-check after a wake-up
+//     rewrites its own key unchanged, to wake the next waiter (as does a
+//     later waiter found granted, with one more re-check);
+//   - every later waiter watches its predecessor for any change: that
+//     rewrite, or its deletion (granted and released, or cancelled).
+type waiter struct {
+	own      *ownKey
+	lp       string // the lock's range
+	rev      int64  // the own key's CreateRevision
+	limit    int
+	first    bool   // an N-permit lock's first waiter
+	pred     string // the key watched, unless first
+	watchRev int64  // the revision to watch from
+}
+
+// update takes in a read at revision at of the own key's predecessors
+// (newest first, at least the newest min(limit+1, count)) and their count;
+// it reports whether the lock is still to be waited for.
+func (w *waiter) update(preds []*mvccpb.KeyValue, count int, at int64) bool {
+	if count < w.limit {
+		return false
+	}
+	w.first = w.limit > 1 && count == w.limit
+	w.pred, w.watchRev = string(preds[0].Key), at+1
+	return true
+}
+
+// wait blocks until fewer than the limit of the lock's keys were created
+// before the own key. After every wake-up, watch error or reconnect it
+// re-checks with one linearizable txn that the own key still exists with
+// its create revision — a watch can miss that the own key's lease expired
+// meanwhile (Jepsen's etcd 3.4.3 finding against the concurrency package)
+// — and reads the predecessors again. It returns when the re-check that
+// found fewer than the limit was sent.
+func (b *backend) wait(ctx context.Context, w *waiter) (time.Time, error) {
 	backoff := newBackoff()
+	sl := w.own.sl
+	watching := true
+	// A plain lock needs its newest predecessor only; an N-permit lock the
+	// newest N+1, to tell a first waiter from a later one.
+	n := int64(1)
+	if w.limit > 1 {
+		n = int64(w.limit) + 1
+	}
+	preds := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(w.rev - 1),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(n)}
 	for {
-		if pred != "" {
-			deleted, err := b.watchDelete(ctx, sl, pred, watchRev)
+		if watching {
+			changed, err := b.watchChange(ctx, sl, w)
 			if err != nil {
 				return time.Time{}, err
 			}
-			if deleted {
+			if changed {
 				backoff.reset()
 			} else if err := backoff.sleep(ctx, sl); err != nil {
 				// The watch ended without news (leader lost, stream broken):
@@ -127,11 +221,16 @@ func (b *backend) wait(ctx context.Context, sl *sharedLease, lp, key string, rev
 				return time.Time{}, err
 			}
 		}
+		ops := []clientv3.Op{clientv3.OpGet(w.lp, preds...)}
+		nudged := w.first
+		if nudged {
+			ops = append(ops, clientv3.OpPut(w.own.name, w.own.value, clientv3.WithIgnoreLease()))
+		}
 		rctx, cancel := b.requestContext(ctx)
 		sent := time.Now()
 		resp, err := b.cli.Txn(rctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-			Then(clientv3.OpGet(lp, predecessorOpts(rev)...)).
+			If(clientv3.Compare(clientv3.CreateRevision(w.own.name), "=", w.rev)).
+			Then(ops...).
 			Commit()
 		cancel()
 		switch {
@@ -143,35 +242,43 @@ func (b *backend) wait(ctx context.Context, sl *sharedLease, lp, key string, rev
 			if serr := backoff.sleep(ctx, sl); serr != nil {
 				return time.Time{}, fmt.Errorf("%w (last re-check: %w)", serr, err)
 			}
-			pred = ""
+			watching = false
 			continue
 		case !resp.Succeeded:
 			return time.Time{}, errKeyGone
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 {
+		if w.update(kvs, len(kvs), resp.Header.Revision) {
+			watching = true
+			continue
+		}
+		if w.limit == 1 || nudged {
 			return sent, nil
 		}
-		pred, watchRev = string(kvs[0].Key), resp.Header.Revision+1
+		// A later waiter granted without having been the first: the next
+		// waiter watches this key and may now be the first. Re-check once
+		// more, rewriting the key.
+		w.first, watching = true, false
 	}
 }
 
-// predecessorOpts read the newest key of a lock's range created before rev.
-func predecessorOpts(rev int64) []clientv3.OpOption {
-	return append([]clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(rev - 1)},
-		clientv3.WithLastCreate()...)
-}
-
-// watchDelete waits for pred's deletion at or after rev. It reports true on
-// a delete event, false when the watch ended without one (the re-check then
-// decides), and an error when ctx ended or the shared lease died (the own
-// key died with it).
-func (b *backend) watchDelete(ctx context.Context, sl *sharedLease, pred string, rev int64) (bool, error) {
+// watchChange waits for a change of what w watches from w.watchRev on. It
+// reports true on an event, false when the watch ended without one (the
+// re-check then decides), and an error when ctx ended or the shared lease
+// died (the own key died with it).
+func (b *backend) watchChange(ctx context.Context, sl *sharedLease, w *waiter) (bool, error) {
 	// RequireLeader: a member cut off from the leader ends the watch instead
 	// of leaving this waiter deaf to the release.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	ch := b.cli.Watch(wctx, pred, clientv3.WithRev(rev), clientv3.WithFilterPut())
+	target, opts := w.pred, []clientv3.OpOption{clientv3.WithRev(w.watchRev)}
+	switch {
+	case w.first:
+		target, opts = w.lp, append(opts, clientv3.WithPrefix(), clientv3.WithFilterPut())
+	case w.limit == 1:
+		opts = append(opts, clientv3.WithFilterPut())
+	}
+	ch := b.cli.Watch(wctx, target, opts...)
 	for {
 		select {
 		case <-ctx.Done():
@@ -182,10 +289,8 @@ func (b *backend) watchDelete(ctx context.Context, sl *sharedLease, pred string,
 			if !ok || wr.Canceled || wr.Err() != nil {
 				return false, nil
 			}
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					return true, nil
-				}
+			if len(wr.Events) > 0 {
+				return true, nil
 			}
 		}
 	}
@@ -204,6 +309,14 @@ func (b *backend) granted(ctx context.Context, own *ownKey, req *driver.Request,
 	if !sl.add(l) {
 		b.remove(ctx, own, rev)
 		return nil, fmt.Errorf("%w: %w", locker.ErrLeaseLost, sl.err())
+	}
+	if req.MinHold > 0 {
+		if err := b.startHold(ctx, l, req.MinHold); err != nil {
+			l.hold.end()
+			sl.remove(l)
+			b.remove(ctx, own, rev)
+			return nil, err
+		}
 	}
 	return l, nil
 }

@@ -38,6 +38,13 @@
 // zero); TTL is the holder's lease's time left, at most the lock's TTL. A
 // watch survives member restarts and ends if its member loses the leader.
 //
+// N-permit locks (locker.WithLimit): the holders are the N oldest keys; a
+// release wakes one waiter, served in arrival order; the limit is in every
+// key, and another limit is refused (ErrInvalidOption). Inspect reports the
+// oldest holder, and keys beyond the N as waiters. A minimum hold
+// (WithMinHold d) keeps the key on a lease of ⌈d⌉ s granted after the lock:
+// freed ≥ d after the grant, and after a crash at most ⌈d⌉ + T/2 + R later.
+//
 // Caveats: run etcd with --auto-compaction-retention; the key layout changed
 // when nested prefixes were made independent, so do not mix older versions
 // of this package with this one on one prefix. Design, key layout and proofs:

@@ -79,6 +79,10 @@ func newBackend(cli *clientv3.Client, c config, owned bool) *backend {
 
 func (b *backend) Name() string { return Scheme }
 
+// Permits implements driver.Permits: an N-permit lock's holders are the
+// keys with its N lowest create revisions (see Acquire).
+func (b *backend) Permits() {}
+
 // requestContext bounds one request by the request timeout.
 func (b *backend) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, b.timeout)

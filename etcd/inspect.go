@@ -14,7 +14,9 @@ import (
 
 // Inspect implements driver.Inspector with one read of the lock's range at
 // one revision: its oldest key (the holder, whose create revision is the
-// token) and the number of keys (the others are waiters). The time left is
+// token) and the number of keys (the others are waiters). Of an N-permit
+// lock it reports the oldest permit's holder, and as waiters the keys
+// beyond the first N. The time left is
 // asked of the holder's lease afterwards; etcd records no grant time.
 func (b *backend) Inspect(ctx context.Context, key string) (driver.LockInfo, error) {
 	holder, keys, err := b.readLock(ctx, lockPrefix(b.prefix, key), 0)
@@ -44,9 +46,9 @@ func (b *backend) describe(ctx context.Context, key string, holder *mvccpb.KeyVa
 	if holder == nil {
 		return driver.LockInfo{Key: key}, nil
 	}
-	label, value, _ := decodeRecord(string(holder.Value))
-	info := driver.LockInfo{Key: key, Held: true, Label: label, Value: value, Token: uint64(holder.CreateRevision),
-		TTL: -1, Waiters: int(keys - 1)}
+	rec, _ := decodeRecord(string(holder.Value))
+	info := driver.LockInfo{Key: key, Held: true, Label: rec.label, Value: rec.value, Token: uint64(holder.CreateRevision),
+		TTL: -1, Waiters: int(max(keys-int64(max(rec.limit, 1)), 0))}
 	id := clientv3.LeaseID(holder.Lease)
 	if id == clientv3.NoLease {
 		return info, nil // not a Locker's key: it has no lease, so no end

@@ -21,21 +21,23 @@ func TestLockTTLOf(t *testing.T) {
 	}
 }
 
-// FuzzRecord: a waiter key's record gives back its label and value, and a
-// record without a value keeps the layout of the versions before values.
+// FuzzRecord: a waiter key's record gives back its label, value and limit,
+// and a plain lock's record without a value keeps the layout of the
+// versions before values.
 func FuzzRecord(f *testing.F) {
 	for _, s := range [][2]string{{"", ""}, {"worker 1", ""}, {"", "v"}, {"a b", "c d"}, {"+3 x", "\x00"}} {
-		f.Add(s[0], s[1])
+		f.Add(s[0], s[1], uint8(1))
+		f.Add(s[0], s[1], uint8(3))
 	}
-	f.Fuzz(func(t *testing.T, label, value string) {
-		r := record{owner: driver.NewOwnerID(), label: label, value: value}
+	f.Fuzz(func(t *testing.T, label, value string, limit uint8) {
+		r := record{owner: driver.NewOwnerID(), limit: max(int(limit), 1), label: label, value: value}
 		enc := r.encode()
-		if value == "" && enc != r.owner.String()+" "+label {
+		if value == "" && r.limit == 1 && enc != r.owner.String()+" "+label {
 			t.Fatalf("record without a value encoded as %q, not in the old layout", enc)
 		}
-		l, v, ok := decodeRecord(enc)
-		if !ok || l != label || v != value {
-			t.Fatalf("decodeRecord(%q) = %q, %q, %v; want %q, %q", enc, l, v, ok, label, value)
+		got, ok := decodeRecord(enc)
+		if !ok || got.label != label || got.value != value || got.limit != r.limit {
+			t.Fatalf("decodeRecord(%q) = %+v, %v; want %q, %q, limit %d", enc, got, ok, label, value, r.limit)
 		}
 	})
 }

@@ -97,49 +97,75 @@ func waiterKey(prefix string, lease clientv3.LeaseID, slot int) string {
 }
 
 // record is what a waiter key holds: the acquisition's owner id, which also
-// makes a key whose creation is in doubt deletable by its owner only, and
-// for inspection its owner label and published value.
+// makes a key whose creation is in doubt deletable by its owner only, the
+// lock's limit (how many permits it has), and for inspection its owner label
+// and published value.
 type record struct {
 	owner driver.OwnerID
+	limit int // 1 for a plain lock
 	label string
 	value string
 }
 
 // recordOf is the record of an acquisition.
 func recordOf(req *driver.Request) record {
-	return record{owner: req.Owner, label: req.Label, value: req.Value}
+	return record{owner: req.Owner, limit: max(req.Limit, 1), label: req.Label, value: req.Value}
 }
 
-// encode writes a record without a value as "owner label", the layout of
-// the versions before values, so that they and this one read each other's
-// records; with a value, as "owner+n label value", n being the label's
-// length in decimal, because a label may hold any byte.
+// encode writes a plain lock's record without a value as "owner label", the
+// layout of the versions before values and limits, so that they and this
+// one read each other's records; otherwise as "owner#limit+n label value",
+// n being the label's length in decimal, because a label may hold any byte
+// ("#limit" only when the limit is above 1).
 func (r record) encode() string {
-	if r.value == "" {
+	if r.value == "" && r.limit <= 1 {
 		return r.owner.String() + " " + r.label
 	}
-	return r.owner.String() + "+" + strconv.Itoa(len(r.label)) + " " + r.label + r.value
+	limit := ""
+	if r.limit > 1 {
+		limit = "#" + strconv.Itoa(r.limit)
+	}
+	return r.owner.String() + limit + "+" + strconv.Itoa(len(r.label)) + " " + r.label + r.value
 }
 
-// decodeRecord returns the label and value of an encoded record; false for
-// a value that no Locker wrote.
-func decodeRecord(s string) (label, value string, ok bool) {
+// decodeRecord decodes an encoded record (its owner is left zero); false
+// for a value that no Locker wrote.
+func decodeRecord(s string) (record, bool) {
 	const n = 2 * len(driver.OwnerID{})
 	if len(s) <= n {
-		return "", "", false
+		return record{}, false
 	}
-	switch rest := s[n+1:]; s[n] {
-	case ' ':
-		return rest, "", true
-	case '+':
-		digits, tail, found := strings.Cut(rest, " ")
-		size, err := strconv.Atoi(digits)
-		if !found || err != nil || size < 0 || size > len(tail) {
-			return "", "", false
+	r := record{limit: 1}
+	rest := s[n+1:]
+	if s[n] == '#' {
+		digits, tail, found := strings.Cut(rest, "+")
+		limit, err := strconv.Atoi(digits)
+		if !found || err != nil || limit < 2 {
+			return record{}, false
 		}
-		return tail[:size], tail[size:], true
+		r.limit, rest = limit, tail
+	} else if s[n] == ' ' {
+		r.label = rest
+		return r, true
+	} else if s[n] != '+' {
+		return record{}, false
 	}
-	return "", "", false
+	digits, tail, found := strings.Cut(rest, " ")
+	size, err := strconv.Atoi(digits)
+	if !found || err != nil || size < 0 || size > len(tail) {
+		return record{}, false
+	}
+	r.label, r.value = tail[:size], tail[size:]
+	return r, true
+}
+
+// limitOf is the limit recorded in an encoded record, 0 if none can be read.
+func limitOf(s []byte) int {
+	r, ok := decodeRecord(string(s))
+	if !ok {
+		return 0
+	}
+	return r.limit
 }
 
 // unescape inverts escape; false for a segment escape cannot have made

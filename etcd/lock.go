@@ -20,6 +20,7 @@ type lock struct {
 	rev   int64 // the key's CreateRevision: the fencing token
 	start time.Time
 	lost  func(error)
+	hold  *minHold // nil without a minimum hold
 }
 
 func (l *lock) Token() uint64    { return uint64(l.rev) }
@@ -47,7 +48,13 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // Release deletes the own key in a txn comparing its create revision, so a
 // retried or late release never deletes a newer holder's key.
+//
+// Inside a minimum hold it parks the key on the hold lease instead.
 func (l *lock) Release(ctx context.Context) error {
+	if parked, err := l.park(ctx); parked {
+		return err
+	}
+	l.hold.end()
 	err := l.whileOwn(ctx, clientv3.OpDelete(l.key))
 	if err == nil {
 		l.sl.remove(l)
@@ -101,7 +108,14 @@ func (l *lock) whileOwn(ctx context.Context, ops ...clientv3.Op) error {
 // succeeds, the lease dies (and the key with it) or the backend closes
 // (revoking the lease): an outage shorter than the lease's life would
 // otherwise end with the lease renewed and the key kept for good.
+//
+// Inside a minimum hold it parks the key on the hold lease instead, and
+// deletes it only if that fails.
 func (l *lock) Expire(ctx context.Context) {
+	if parked, err := l.park(ctx); parked && err == nil {
+		return
+	}
+	l.hold.end()
 	l.sl.remove(l)
 	l.b.remove(ctx, l.own, l.rev)
 }

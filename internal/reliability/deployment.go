@@ -177,7 +177,7 @@ func etcdConnect(prefix string) func(context.Context, []string) (locker.Locker, 
 
 // Etcd is a single etcd 3.6 member (testenv's shared one).
 func Etcd(t testing.TB) *Deployment {
-	d := &Deployment{Name: "etcd", TellingFault: "client blackhole", TTL: time.Second, Liveness: 10 * time.Second, tb: t,
+	d := &Deployment{Name: "etcd", TellingFault: "client blackhole", TTL: time.Second, Liveness: 10 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{testenv.Etcd(t)}, connect: etcdConnect("rel-" + fresh() + "/")}
 	d.proxies(t)
 	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
@@ -190,7 +190,7 @@ func EtcdCluster(t testing.TB) *Deployment {
 	// After a partition of a majority heals, this cluster sometimes needs
 	// about 30 s to elect a leader again (a direct client's Grant fails
 	// meanwhile; see docs/reliability.md): the bound says so.
-	d := &Deployment{Name: "etcd-3", TellingFault: "partition the leader", TTL: time.Second, Liveness: 60 * time.Second, tb: t,
+	d := &Deployment{Name: "etcd-3", TellingFault: "partition the leader", TTL: time.Second, Liveness: 60 * time.Second, tb: t, Permits: true,
 		servers: c.Nodes, cluster: c, connect: etcdConnect("rel-" + fresh() + "/")}
 	d.proxies(t)
 	d.Faults = clusterFaults(d)
