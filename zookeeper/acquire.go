@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -37,11 +38,13 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (driver.Lock, error) {
 	dir := b.dir(req.Key)
 	prefix := ownerPrefix(req.Owner)
+	limit := max(req.Limit, 1)
 	if !wait {
-		// A queue that is not empty has a holder: say so without the two
-		// writes (create, delete) that queueing would cost. The sync makes
-		// the read see every change the leader committed before it, such
-		// as a release another client has just been told is done.
+		// A queue of limit nodes or more has every permit held: say so
+		// without the two writes (create, delete) that queueing would cost.
+		// The sync makes the read see every change the leader committed
+		// before it, such as a release another client has just been told
+		// is done.
 		var kids []string
 		err := b.do(ctx, func() (err error) {
 			if _, err = b.conn.Sync(dir); err != nil {
@@ -53,13 +56,20 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 		if err != nil {
 			return nil, err
 		}
-		if len(parseChildren(kids)) > 0 {
+		if len(parseChildren(kids)) >= limit {
+			q, err := b.queue(ctx, dir, kids)
+			if err != nil {
+				return nil, err
+			}
+			if err := b.checkLimit(ctx, dir, q, "", limit); err != nil {
+				return nil, err
+			}
 			return nil, locker.ErrLocked
 		}
 	}
 	start := time.Now()
 	session := b.conn.SessionID()
-	data := nodeData{label: req.Label, ttl: b.SessionTimeout(), value: req.Value}
+	data := nodeData{label: req.Label, ttl: b.SessionTimeout(), limit: limit, value: req.Value}
 	name, dirStat, pending, err := b.create(ctx, dir, prefix, data.encode())
 	if err != nil {
 		b.cleanup(dir, prefix, "", pending)
@@ -76,7 +86,7 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 		// the lock's watcher (lock.watch), which checks the node first.
 		l = newLock(b, req, dir+"/"+name, dirStat.Mzxid, session, start, nil)
 	} else {
-		l, err = b.contend(ctx, req, dir, name, wait)
+		l, err = b.contend(ctx, req, dir, name, data, wait)
 		if err != nil {
 			b.cleanup(dir, prefix, name, nil)
 			return nil, err
@@ -240,12 +250,48 @@ func (b *backend) createDir(dir string) error {
 	return nil
 }
 
-// contend waits, if wait is set, until the own node name is the first of
-// dir, and returns the granted lock. It returns locker.ErrLocked when wait is
-// not set and another node is first.
-func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name string, wait bool) (*lock, error) {
+// errLimitMismatch: the key is in use with another limit.
+var errLimitMismatch = fmt.Errorf("%w: the key is in use with another limit", locker.ErrInvalidOption)
+
+// checkLimit reads the data of q's first node, unless it is the own node
+// name, and returns an error wrapping locker.ErrInvalidOption if its limit
+// is not limit. A first node gone meanwhile is passed over: the next
+// look at the queue checks its new first node.
+func (b *backend) checkLimit(ctx context.Context, dir string, q []child, name string, limit int) error {
+	if len(q) == 0 || q[0].name == name {
+		return nil
+	}
+	var raw []byte
+	err := b.do(ctx, func() (err error) {
+		raw, _, err = b.conn.Get(dir + "/" + q[0].name)
+		return ignoreNoNode(err)
+	})
+	if err != nil || raw == nil {
+		return err
+	}
+	if have := decodeData(raw).limit; have != limit {
+		return fmt.Errorf("%w (limit %d, asked for %d)", errLimitMismatch, have, limit)
+	}
+	return nil
+}
+
+// contend waits, if wait is set, until the own node name is among the first
+// data.limit nodes of dir, and returns the granted lock. It returns
+// locker.ErrLocked when wait is not set and that many nodes are before it,
+// and an error wrapping locker.ErrInvalidOption when the first node of the
+// queue has another limit.
+//
+// A waiter wakes only when a permit may be its own: with one permit, it
+// watches the node just before its own; with N, the first waiter (N nodes
+// before it, all holders) watches those N, and a later waiter watches the
+// node just before its own, which, once granted, writes its own node to
+// wake it (see signalGrant). So a release wakes the first waiter, and its
+// grant the next, which becomes the first.
+func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name string, data nodeData, wait bool) (*lock, error) {
 	own := dir + "/" + name
 	prefix := name[:33]
+	limit := data.limit
+	checked := false
 
 	// The children and the own node's stat (with a watch that will report the
 	// lock's loss) are asked for at once: pipelined on the one connection,
@@ -313,43 +359,54 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 		if idx < 0 {
 			return nil, errVanished
 		}
-		if idx == 0 {
+		if !checked {
+			// Every node checks the first one before it: so all nodes
+			// of a queue agree on its limit.
+			if err := b.checkLimit(ctx, dir, queue, name, limit); err != nil {
+				return nil, err
+			}
+			checked = true
+		}
+		if idx < limit {
 			break
 		}
 		if !wait {
 			return nil, locker.ErrLocked
 		}
-		// Watch only the node just before ours: a release wakes one waiter.
+		// Watch only what wakes us when a permit may be ours (see above).
 		// GetW, not ExistsW: on a node already gone, ExistsW would leave a
 		// watch for its re-creation — which never comes — on the client and
 		// the server for the rest of the session; GetW sets none then.
-		pred := dir + "/" + queue[idx-1].name
-		predExists := true
-		var predW <-chan zk.Event
-		err = b.do(ctx, func() (err error) {
-			_, _, predW, err = b.conn.GetW(pred)
-			if errors.Is(err, zk.ErrNoNode) {
-				predExists, err = false, nil
-			}
-			return err
-		})
+		watched := queue[idx-1 : idx]
+		if limit > 1 && idx == limit {
+			watched = queue[:limit]
+		}
+		predWs, wake, err := b.watchNodes(ctx, dir, watched, limit > 1 && idx > limit)
 		if err != nil {
 			return nil, err
 		}
-		if predExists {
+		if !wake {
 			waited = true
-			select {
-			case <-predW:
-				// Deleted (or changed, or the watch ended with the session or
-				// the connection): look again.
-			case ev := <-ownW:
+			cases := make([]reflect.SelectCase, 0, len(predWs)+3)
+			for _, w := range predWs {
+				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w)})
+			}
+			cases = append(cases,
+				reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ownW)},
+				reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+				reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(b.closing)})
+			// A watched node deleted (or changed, or the watch ended with
+			// the session or the connection): look again.
+			switch i, v, _ := reflect.Select(cases); i - len(predWs) {
+			case 0:
+				ev, _ := v.Interface().(zk.Event)
 				if ev.Type == zk.EventNodeDeleted || ev.Type == zk.EventNotWatching {
 					return nil, fmt.Errorf("%w: %v", errVanished, eventCause(ev))
 				}
 				ownW = nil // data changed: watched again once granted
-			case <-ctx.Done():
+			case 1:
 				return nil, ctx.Err()
-			case <-b.closing:
+			case 2:
 				return nil, errClosed
 			}
 		}
@@ -363,6 +420,14 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 		}
 	}
 
+	var version int32
+	if limit > 1 {
+		var err error
+		if version, err = b.signalGrant(ctx, own, data); err != nil {
+			return nil, err
+		}
+		ownW = nil // the write fires the watch: set it again
+	}
 	var start time.Time
 	if waited || ownW == nil || session != sessionNow {
 		// The queue may have been read through a server that had not seen
@@ -392,7 +457,64 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 	if session != sessionNow {
 		return nil, fmt.Errorf("%w: node belongs to session %#x, the connection has session %#x", errVanished, session, sessionNow)
 	}
-	return newLock(b, req, own, czxid, session, start, ownW), nil
+	l := newLock(b, req, own, czxid, session, start, ownW)
+	l.version = version
+	return l, nil
+}
+
+// watchNodes sets a watch on each node of nodes in dir, the reads pipelined
+// on the connection, and returns the watches. wake reports that there is
+// nothing to wait for: a node is gone already, or, when granted is set, a
+// node has been written since it was made (signalGrant: it holds a permit,
+// and its write may have come before our watch).
+func (b *backend) watchNodes(ctx context.Context, dir string, nodes []child, granted bool) (ws []<-chan zk.Event, wake bool, err error) {
+	ws = make([]<-chan zk.Event, len(nodes))
+	gone := make([]bool, len(nodes))
+	err = b.do(ctx, func() error {
+		errs := make([]error, len(nodes))
+		var wg sync.WaitGroup
+		for i, c := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, st, w, err := b.conn.GetW(dir + "/" + c.name)
+				switch {
+				case errors.Is(err, zk.ErrNoNode):
+					gone[i] = true
+				case err != nil:
+					errs[i] = err
+				default:
+					ws[i] = w
+					gone[i] = granted && st.Mzxid != st.Czxid
+				}
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return ws, slices.Contains(gone, true), nil
+}
+
+// signalGrant writes the own node of a permit just granted after the
+// create (its data unchanged): the waiter behind it watches it, and is
+// now the first waiter (see contend). It returns the node's new data
+// version.
+func (b *backend) signalGrant(ctx context.Context, own string, data nodeData) (int32, error) {
+	var st *zk.Stat
+	err := b.do(ctx, func() (err error) {
+		st, err = b.conn.Set(own, data.encode(), 0)
+		return err
+	})
+	switch {
+	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
+		return 0, fmt.Errorf("%w: %v", errVanished, err)
+	case err != nil:
+		return 0, err
+	}
+	return st.Version, nil
 }
 
 // syncRead syncs with the leader (a sync sent at after or later, see

@@ -1,7 +1,6 @@
 // Package zookeeper is the ZooKeeper backend of locker, on
 // github.com/go-zookeeper/zk. A lock is an ephemeral sequential node in a
-// directory per key; waiters queue in order (FIFO) and each watches only its
-// predecessor. Design and proofs: docs/design/zookeeper.md.
+// directory per key; waiters queue in order (FIFO) and a release wakes one. Design and proofs: docs/design/zookeeper.md.
 //
 // Construct it over your connection with New (you keep it; give the session
 // timeout you asked for and the connection's events), or from a URL through
@@ -41,6 +40,13 @@
 // bound (negative for a node of an older version). locker.Publish sets the
 // own node's data, conditionally on its version. locker.Watch ends at a
 // disconnection or session expiry (for New, seen only with WithEvents).
+//
+// locker.WithLimit(n) (N-permit locks): the first n nodes of the queue hold;
+// a release wakes one waiter, served in queue order (FIFO); the limit is
+// stored in each node, another limit is refused with locker.ErrInvalidOption.
+// Inspect shows the oldest permit, and the nodes past the first n as
+// waiters. locker.WithMinHold is refused (locker.ErrUnsupported): a node
+// dies with its session, and a hold past it is not built (see the design).
 //
 // go-zookeeper calls take no context: a call whose context ends goes on in
 // the background until ZooKeeper answers or the connection closes.

@@ -37,7 +37,8 @@ func (b *backend) Inspect(ctx context.Context, key string) (driver.LockInfo, err
 }
 
 // inspectDir describes the lock of dir, key's directory: held when its queue
-// has a first node, by that node's holder.
+// has a first node, by that node's holder (of an N-permit lock: the oldest
+// permit's).
 func (b *backend) inspectDir(ctx context.Context, key, dir string) (driver.LockInfo, error) {
 	for range maxInspectAttempts {
 		var kids []string
@@ -74,8 +75,10 @@ func (b *backend) inspectDir(ctx context.Context, key, dir string) (driver.LockI
 		if d.ttl > 0 {
 			ttl = d.ttl
 		}
+		// An N-permit lock shows its oldest permit; the nodes past the
+		// first N wait.
 		return driver.LockInfo{Key: key, Held: true, Label: d.label, Value: d.value, Token: uint64(st.Czxid),
-			Granted: time.UnixMilli(st.Ctime), TTL: ttl, Waiters: len(q) - 1}, nil
+			Granted: time.UnixMilli(st.Ctime), TTL: ttl, Waiters: max(len(q)-d.limit, 0)}, nil
 	}
 	return driver.LockInfo{}, fmt.Errorf("the queue of %s changed %d times while it was read", dir, maxInspectAttempts)
 }

@@ -185,7 +185,13 @@ type backend struct {
 var (
 	_ driver.Backend    = (*backend)(nil)
 	_ driver.TTLRounder = (*backend)(nil)
+	_ driver.Permits    = (*backend)(nil)
 )
+
+// Permits implements driver.Permits: a key's limit is stored in each of
+// its queue nodes; the first limit nodes of the queue hold a permit each
+// (see contend).
+func (b *backend) Permits() {}
 
 func newBackend(cfg *config, owned bool) *backend {
 	b := &backend{owned: owned, root: strings.TrimSuffix(cfg.root, "/"), acl: cfg.acl, log: cfg.log}

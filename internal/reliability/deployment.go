@@ -208,7 +208,7 @@ func zkConnect(root string, ttl time.Duration) func(context.Context, []string) (
 // ZooKeeper is a standalone ZooKeeper 3.8 (testenv's shared one).
 func ZooKeeper(t testing.TB) *Deployment {
 	const ttl = 2 * time.Second
-	d := &Deployment{Name: "zookeeper", TellingFault: "client blackhole", TTL: ttl, Liveness: 10 * time.Second, tb: t,
+	d := &Deployment{Name: "zookeeper", TellingFault: "client blackhole", TTL: ttl, Liveness: 10 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{testenv.ZooKeeper(t)}, connect: zkConnect("/rel-"+fresh(), ttl)}
 	d.proxies(t)
 	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
@@ -219,7 +219,7 @@ func ZooKeeper(t testing.TB) *Deployment {
 func ZooKeeperEnsemble(t testing.TB) *Deployment {
 	const ttl = 3 * time.Second
 	c := testenv.ZooKeeperEnsemble(t)
-	d := &Deployment{Name: "zookeeper-3", TellingFault: "partition the leader", TTL: ttl, Liveness: 20 * time.Second, tb: t,
+	d := &Deployment{Name: "zookeeper-3", TellingFault: "partition the leader", TTL: ttl, Liveness: 20 * time.Second, tb: t, Permits: true,
 		servers: c.Nodes, cluster: c, connect: zkConnect("/rel-"+fresh(), ttl)}
 	d.proxies(t)
 	d.Faults = clusterFaults(d)

@@ -1,0 +1,79 @@
+package zookeeper_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/testenv"
+)
+
+// A permit released out of queue order (not the oldest) goes to the first
+// waiter, and the next release to the next one: a waiter that watched only
+// the N-th node before its own would sleep through the first release.
+// Inspect shows the oldest permit as the holder and counts the nodes past
+// the first N as waiters.
+func TestPermits_OutOfOrderRelease_WakesWaitersInOrder(t *testing.T) {
+	const n = 3
+	servers := []string{testenv.ZooKeeper(t).Addr()}
+	root := freshRoot(t)
+	a := dial(t, servers, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var held []locker.Lease
+	for range n {
+		lease, err := a.TryAcquire(ctx, "sem", locker.WithLimit(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, lease)
+	}
+	waitWaiters := func(want int) {
+		t.Helper()
+		for {
+			info, err := locker.Inspect(ctx, a, "sem")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !info.Held || info.Token != held[0].Token() {
+				t.Fatalf("Inspect = %+v, want held, by the oldest permit (token %d)", info, held[0].Token())
+			}
+			if info.Waiters == want {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("Inspect shows %d waiters, want %d", info.Waiters, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitWaiters(0)
+	granted := make([]chan locker.Lease, 2)
+	for i := range granted {
+		granted[i] = make(chan locker.Lease, 1)
+		w := dial(t, servers, root)
+		go func() {
+			lease, err := w.Acquire(ctx, "sem", locker.WithLimit(n))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			granted[i] <- lease
+		}()
+		waitWaiters(i + 1) // queued in this order
+	}
+	for i, h := range []locker.Lease{held[2], held[1]} {
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lease := <-granted[i]
+		if lease == nil {
+			t.FailNow()
+		}
+		defer func() { _ = lease.Release(context.Background()) }()
+		if lease.Token() <= held[2].Token() {
+			t.Errorf("waiter %d's token %d is not above the earlier permits' (%d)", i, lease.Token(), held[2].Token())
+		}
+	}
+	waitWaiters(0)
+}
