@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -43,16 +42,9 @@ Flags:
 `)
 		fset.PrintDefaults()
 	}
-	pos, command, err := parseRunArgs(fset, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if len(pos) < 2 {
-		fset.Usage()
-		return exitUsage
+	pos, command, status, ok := parseRunArgs(fset, args)
+	if !ok {
+		return status
 	}
 	rawURL, name := pos[0], pos[1]
 	switch {

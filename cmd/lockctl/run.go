@@ -49,16 +49,9 @@ Flags:
 `)
 		fset.PrintDefaults()
 	}
-	pos, command, err := parseRunArgs(fset, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if len(pos) < 2 {
-		fset.Usage()
-		return exitUsage
+	pos, command, status, ok := parseRunArgs(fset, args)
+	if !ok {
+		return status
 	}
 	rawURL, key := pos[0], pos[1]
 	switch {
@@ -142,8 +135,24 @@ Flags:
 // parseRunArgs splits "[flags] URL [flags] KEY [flags] [--] COMMAND [ARGS...]":
 // flags may come anywhere before the command, which is everything after the
 // "--" that follows KEY (or, without "--", from the first argument after KEY
-// that is not a flag). The command's own flags are never parsed.
-func parseRunArgs(fset *flag.FlagSet, args []string) (pos, command []string, err error) {
+// that is not a flag). The command's own flags are never parsed. When the
+// arguments are not that (or ask for help), ok is false and status is the
+// exit status, the usage already printed.
+func parseRunArgs(fset *flag.FlagSet, args []string) (pos, command []string, status int, ok bool) {
+	pos, command, err := splitRunArgs(fset, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, nil, exitOK, false
+	case err != nil:
+		return nil, nil, exitUsage, false
+	case len(pos) < 2:
+		fset.Usage()
+		return nil, nil, exitUsage, false
+	}
+	return pos, command, 0, true
+}
+
+func splitRunArgs(fset *flag.FlagSet, args []string) (pos, command []string, err error) {
 	for {
 		if err := fset.Parse(args); err != nil {
 			return nil, nil, err
