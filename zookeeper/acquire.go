@@ -467,10 +467,15 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 // nothing to wait for: a node is gone already, or, when granted is set, a
 // node has been written since it was made (signalGrant: it holds a permit,
 // and its write may have come before our watch).
-func (b *backend) watchNodes(ctx context.Context, dir string, nodes []child, granted bool) (ws []<-chan zk.Event, wake bool, err error) {
-	ws = make([]<-chan zk.Event, len(nodes))
+//
+// The results are locals, not named results: when ctx ends, b.do returns
+// while the reads are in flight, and their late replies still write into
+// the slices (a named result set to nil by the return would make them
+// panic).
+func (b *backend) watchNodes(ctx context.Context, dir string, nodes []child, granted bool) ([]<-chan zk.Event, bool, error) {
+	ws := make([]<-chan zk.Event, len(nodes))
 	gone := make([]bool, len(nodes))
-	err = b.do(ctx, func() error {
+	err := b.do(ctx, func() error {
 		errs := make([]error, len(nodes))
 		var wg sync.WaitGroup
 		for i, c := range nodes {

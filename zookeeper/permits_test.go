@@ -77,3 +77,38 @@ func TestPermits_OutOfOrderRelease_WakesWaitersInOrder(t *testing.T) {
 	}
 	waitWaiters(0)
 }
+
+// A permit waiter whose context ends while it is setting its watches, on a
+// connection that answers them later, gives up cleanly: the late replies
+// once wrote into the result slice that the give-up had set to nil, and
+// the panic ("index out of range [0] with length 0") killed the process.
+// Each round trip through the proxy takes 200 ms more, and the waits end
+// at every step of an acquisition in turn, so one ends inside the watches.
+func TestPermits_WaitEndsWhileWatching_LateRepliesHarmless(t *testing.T) {
+	const n, latency = 2, 200 * time.Millisecond
+	srv := testenv.ZooKeeper(t)
+	proxy := srv.Proxy(t)
+	root := freshRoot(t)
+	a := dial(t, []string{srv.Addr()}, root)
+	b := dial(t, []string{proxy.Addr()}, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for range n {
+		lease, err := a.TryAcquire(ctx, "sem", locker.WithLimit(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lease.Release(context.Background()) })
+	}
+	proxy.Latency(t, latency)
+	defer proxy.Heal(t)
+	for d := latency; d <= 6*latency; d += latency / 2 {
+		wctx, wcancel := context.WithTimeout(ctx, d)
+		lease, err := b.Acquire(wctx, "sem", locker.WithLimit(n))
+		wcancel()
+		if err == nil {
+			t.Fatalf("Acquire with every permit held returned a lease (token %d)", lease.Token())
+		}
+		time.Sleep(2 * latency) // the late replies arrive
+	}
+}
