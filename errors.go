@@ -33,6 +33,12 @@ var (
 	// ErrUnavailable: the backend could not be reached or answered with an
 	// error. It is never used for a lock held by someone else.
 	ErrUnavailable = errors.New("locker: backend unavailable")
+	// ErrUnauthorized: the backend refused the credentials, or refused the
+	// operation to them (a missing permission, an ACL, a role without the
+	// grant). It is never used for an outage nor for a lock held by someone
+	// else: retrying will not help until the credentials or the server's
+	// permissions change. The engine's own message is kept in the error.
+	ErrUnauthorized = errors.New("locker: unauthorized")
 	// ErrUnsupported: the backend lacks an optional ability (inspection,
 	// say).
 	ErrUnsupported = errors.New("locker: not supported by this backend")
@@ -42,6 +48,7 @@ var (
 var contractErrors = []error{
 	ErrLocked, ErrLeaseLost, ErrReleased, ErrClosed,
 	ErrInvalidKey, ErrInvalidOption, ErrInvalidURL, ErrUnavailable, ErrUnsupported,
+	ErrUnauthorized,
 }
 
 // opError is the one place backend errors are turned into contract errors.

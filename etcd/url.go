@@ -2,18 +2,16 @@ package etcd
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/urltls"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -90,33 +88,16 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 	if err != nil {
 		return nil, invalid("query: %v", err)
 	}
-	var (
-		useTLS   bool
-		tlsConf  tls.Config
-		caFile   string
-		certFile string
-		keyFile  string
-	)
+	var tp urltls.Params
 	for name, vs := range q {
 		v := vs[len(vs)-1]
+		if known, err := tp.Set(name, v); known {
+			if err != nil {
+				return nil, invalid("%v", err)
+			}
+			continue
+		}
 		switch name {
-		case "tls":
-			if useTLS, err = strconv.ParseBool(v); err != nil {
-				return nil, invalid("query parameter tls=%q: want true or false", v)
-			}
-		case "insecure_skip_verify":
-			if tlsConf.InsecureSkipVerify, err = strconv.ParseBool(v); err != nil {
-				return nil, invalid("query parameter insecure_skip_verify=%q: want true or false", v)
-			}
-			useTLS = true
-		case "server_name":
-			tlsConf.ServerName, useTLS = v, true
-		case "ca_file":
-			caFile, useTLS = v, true
-		case "cert_file":
-			certFile, useTLS = v, true
-		case "key_file":
-			keyFile, useTLS = v, true
 		case "dial_timeout", "request_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -131,32 +112,13 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 			return nil, invalid("unknown query parameter %q (known: tls, ca_file, cert_file, key_file, server_name, insecure_skip_verify, dial_timeout, request_timeout, and locker's ttl, namespace, owner)", name)
 		}
 	}
-	if (certFile == "") != (keyFile == "") {
-		return nil, invalid("query parameters cert_file and key_file go together")
+	tlsConf, err := tp.Config()
+	if err != nil {
+		return nil, invalid("%v", err)
 	}
-	if useTLS {
-		if caFile != "" {
-			pem, err := os.ReadFile(caFile)
-			if err != nil {
-				return nil, invalid("query parameter ca_file: %v", err)
-			}
-			tlsConf.RootCAs = x509.NewCertPool()
-			if !tlsConf.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, invalid("query parameter ca_file: no PEM certificate in %s", caFile)
-			}
-		}
-		if certFile != "" {
-			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				return nil, invalid("query parameters cert_file/key_file: %v", err)
-			}
-			tlsConf.Certificates = []tls.Certificate{cert}
-		}
-		tlsConf.MinVersion = tls.VersionTLS12
-		c.client.TLS = &tlsConf
-	}
+	c.client.TLS = tlsConf
 	scheme := "http://"
-	if useTLS {
+	if tlsConf != nil {
 		scheme = "https://"
 	}
 	for _, h := range hosts {

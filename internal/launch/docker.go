@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -9,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,6 +97,11 @@ func (d *Docker) Run(ctx context.Context, sp Spec) (_ *Container, err error) {
 			c.Remove(context.WithoutCancel(ctx))
 		}
 	}()
+	if len(sp.Files) > 0 {
+		if err := c.copyFiles(ctx, sp.Files); err != nil {
+			return nil, fmt.Errorf("%s: copy files: %w", sp.Kind, err)
+		}
+	}
 	if sp.Network != nil {
 		// The default bridge carries the published ports, the private
 		// network the peer traffic: Disconnect cuts only the latter.
@@ -105,6 +113,51 @@ func (d *Docker) Run(ctx context.Context, sp Spec) (_ *Container, err error) {
 		return nil, fmt.Errorf("start %s container: %w%s", sp.Kind, err, c.LogTail())
 	}
 	return c, nil
+}
+
+// copyFiles writes files into the container, making their directories.
+func (c *Container) copyFiles(ctx context.Context, files map[string]File) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	// Directories first, parents before children, then the files.
+	var dirs, names []string
+	seen := map[string]bool{}
+	for name := range files {
+		if !path.IsAbs(name) {
+			return fmt.Errorf("file %q: want an absolute path", name)
+		}
+		names = append(names, name)
+		for d := path.Dir(strings.TrimPrefix(path.Clean(name), "/")); d != "." && !seen[d]; d = path.Dir(d) {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	slices.Sort(dirs) // a parent sorts before its children
+	slices.Sort(names)
+	for _, d := range dirs {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}); err != nil {
+			return err
+		}
+	}
+	for _, name := range names {
+		f := files[name]
+		mode := f.Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		rel := strings.TrimPrefix(path.Clean(name), "/")
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: mode, Size: int64(len(f.Data))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	_, err := c.d.cli.CopyToContainer(ctx, c.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: &buf})
+	return err
 }
 
 // Start starts the container again after Kill. It keeps its filesystem.

@@ -24,6 +24,16 @@ type Spec struct {
 	// Alias, besides the default bridge.
 	Network *Network
 	Alias   string
+	// Files are copied into the container before it starts, by absolute
+	// path (certificates, keys, configuration): owned by root, mode 0644
+	// unless File.Mode says otherwise.
+	Files map[string]File
+}
+
+// A File is the content and mode of one file of Spec.Files.
+type File struct {
+	Data []byte
+	Mode int64 // 0 means 0644
 }
 
 // A Service is one server of a container.

@@ -65,14 +65,14 @@ func (c *Cluster) Leader(t testing.TB) *Server {
 // newCluster starts n members made by mk (given each member's index and
 // every member's port) in parallel, on a private network when withNet. The
 // members are not waited for; the caller decides what ready means.
-func newCluster(t testing.TB, kind string, n int, withNet bool, mk func(img images, i int, ports []int) launch.Spec) *Cluster {
+func newCluster(t testing.TB, kind string, n int, withNet bool, mk func(img Images, i int, ports []int) launch.Spec) *Cluster {
 	t.Helper()
 	return newClusterThen(t, kind, n, withNet, mk, nil)
 }
 
 // newClusterThen is newCluster calling started, if not nil, once every
 // member's container runs and before any is waited for.
-func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img images, i int, ports []int) launch.Spec, started func(*Cluster)) *Cluster {
+func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img Images, i int, ports []int) launch.Spec, started func(*Cluster)) *Cluster {
 	t.Helper()
 	d, err := docker()
 	if err != nil {
@@ -109,7 +109,7 @@ func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sp := mk(images{server, etcd}, i, ports)
+			sp := mk(Images{Server: server, Etcd: etcd}, i, ports)
 			if withNet {
 				sp.Network, sp.Alias = nw, fmt.Sprintf("%s%d", kind, i+1)
 			}
@@ -161,8 +161,8 @@ func newClusterThen(t testing.TB, kind string, n int, withNet bool, mk func(img 
 // RedisMasters returns n independent Redis masters, for Redlock.
 func RedisMasters(t testing.TB, n int) *Cluster {
 	t.Helper()
-	return newCluster(t, "redis", n, false, func(img images, i int, ports []int) launch.Spec {
-		return launch.Redis(img.server, ports[i])
+	return newCluster(t, "redis", n, false, func(img Images, i int, ports []int) launch.Spec {
+		return launch.Redis(img.Server, ports[i])
 	})
 }
 
@@ -177,8 +177,8 @@ func RedisMasters(t testing.TB, n int) *Cluster {
 // the cluster bus, and 127.0.0.1 in one container is not another container.
 func RedisCluster(t testing.TB) *Cluster {
 	t.Helper()
-	c := newCluster(t, "redis", 3, true, func(img images, i int, ports []int) launch.Spec {
-		return launch.Redis(img.server, ports[i],
+	c := newCluster(t, "redis", 3, true, func(img Images, i int, ports []int) launch.Spec {
+		return launch.Redis(img.Server, ports[i],
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "/tmp/nodes.conf",
 			"--cluster-node-timeout", "5000",
@@ -221,8 +221,8 @@ func EtcdCluster(t testing.TB) *Cluster {
 		initial = append(initial, fmt.Sprintf("e%d=http://etcd%d:2380", i+1, i+1))
 	}
 	token := "locker-" + launch.RandomID(4)
-	return newCluster(t, "etcd", 3, true, func(img images, i int, ports []int) launch.Spec {
-		return launch.Etcd(img.etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
+	return newCluster(t, "etcd", 3, true, func(img Images, i int, ports []int) launch.Spec {
+		return launch.Etcd(img.Etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
 	})
 }
 
@@ -234,7 +234,7 @@ func ZooKeeperEnsemble(t testing.TB) *Cluster {
 	for i := range 3 {
 		fmt.Fprintf(&servers, "server.%d=zookeeper%d:2888:3888\n", i+1, i+1)
 	}
-	return newCluster(t, "zookeeper", 3, true, func(img images, i int, ports []int) launch.Spec {
+	return newCluster(t, "zookeeper", 3, true, func(img Images, i int, ports []int) launch.Spec {
 		return zkSpec(img, ports[i], i+1, servers.String())
 	})
 }
@@ -281,7 +281,7 @@ func ZooKeeperEnsembleLinked(t testing.TB) *LinkedEnsemble {
 		}
 	}
 	e := &LinkedEnsemble{links: make([][]*Proxy, n)}
-	e.Cluster = newClusterThen(t, "zookeeper", n, false, func(img images, i int, ports []int) launch.Spec {
+	e.Cluster = newClusterThen(t, "zookeeper", n, false, func(img Images, i int, ports []int) launch.Spec {
 		var servers strings.Builder
 		for j := range n {
 			p := via[i][j]

@@ -160,3 +160,17 @@ func (s *Server) remove() {
 	defer cancel()
 	s.c.Remove(ctx)
 }
+
+// Exec runs cmd in the server's container and returns its output; a
+// command that cannot run or exits non-zero fails t.
+func (s *Server) Exec(t testing.TB, cmd ...string) string {
+	t.Helper()
+	c := s.container(t, "Exec")
+	ctx, cancel := opContext()
+	defer cancel()
+	code, out, err := c.Exec(ctx, cmd...)
+	if err != nil || code != 0 {
+		t.Fatalf("testenv: exec %q in %s: exit %d, %v: %s", cmd, s.kind, code, err, out)
+	}
+	return out
+}

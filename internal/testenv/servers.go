@@ -28,8 +28,8 @@ func Main(m *testing.M) {
 // cache-mode Redis would. Tests isolate themselves by key prefix.
 func Redis(t testing.TB) *Server {
 	t.Helper()
-	return single(t, "redis", "LOCKER_TEST_REDIS_ADDR", func(img images, port int) launch.Spec {
-		return launch.Redis(img.server, port)
+	return single(t, "redis", "LOCKER_TEST_REDIS_ADDR", func(img Images, port int) launch.Spec {
+		return launch.Redis(img.Server, port)
 	})
 }
 
@@ -37,8 +37,8 @@ func Redis(t testing.TB) *Server {
 // themselves by key prefix.
 func Etcd(t testing.TB) *Server {
 	t.Helper()
-	return single(t, "etcd", "LOCKER_TEST_ETCD_ENDPOINTS", func(img images, port int) launch.Spec {
-		return launch.EtcdSingle(img.etcd, nil, port)
+	return single(t, "etcd", "LOCKER_TEST_ETCD_ENDPOINTS", func(img Images, port int) launch.Spec {
+		return launch.EtcdSingle(img.Etcd, nil, port)
 	})
 }
 
@@ -46,8 +46,8 @@ func Etcd(t testing.TB) *Server {
 // that clients still work against the oldest server users may run.
 func Etcd34(t testing.TB) *Server {
 	t.Helper()
-	return single(t, "etcd34", "LOCKER_TEST_ETCD34_ENDPOINTS", func(img images, port int) launch.Spec {
-		sp := launch.EtcdSingle(img.server, []string{"etcd", "--logger", "zap"}, port)
+	return single(t, "etcd34", "LOCKER_TEST_ETCD34_ENDPOINTS", func(img Images, port int) launch.Spec {
+		sp := launch.EtcdSingle(img.Server, []string{"etcd", "--logger", "zap"}, port)
 		sp.Kind = "etcd34"
 		return sp
 	})
@@ -60,8 +60,8 @@ const zkJVM = "-XX:TieredStopAtLevel=1"
 
 // zkSpec runs ZooKeeper 3.8 with myid id; servers are the server.N lines of
 // an ensemble, empty for a standalone server.
-func zkSpec(img images, port, id int, servers string) launch.Spec {
-	return launch.ZooKeeper(img.server, port, launch.ZooKeeperOptions{ID: id, Servers: servers, JVM: zkJVM})
+func zkSpec(img Images, port, id int, servers string) launch.Spec {
+	return launch.ZooKeeper(img.Server, port, launch.ZooKeeperOptions{ID: id, Servers: servers, JVM: zkJVM})
 }
 
 // ZooKeeper returns the shared ZooKeeper 3.8 standalone server (tickTime=200,
@@ -69,7 +69,7 @@ func zkSpec(img images, port, id int, servers string) launch.Spec {
 // by chroot path.
 func ZooKeeper(t testing.TB) *Server {
 	t.Helper()
-	return single(t, "zookeeper", "LOCKER_TEST_ZOOKEEPER_ADDR", func(img images, port int) launch.Spec {
+	return single(t, "zookeeper", "LOCKER_TEST_ZOOKEEPER_ADDR", func(img Images, port int) launch.Spec {
 		return zkSpec(img, port, 1, "")
 	})
 }
@@ -82,27 +82,44 @@ func ZooKeeper(t testing.TB) *Server {
 // ZooKeeper's on-disk format, its first zxid 1.
 func ZooKeeperFromLog(t testing.TB, txnLog []byte) *Server {
 	t.Helper()
-	d := needDocker(t, "LOCKER_TEST_ZOOKEEPER_ADDR")
-	server, _ := findImagesOnce(t)
+	return Private(t, "zookeeper", "LOCKER_TEST_ZOOKEEPER_ADDR", func(img Images, port int) launch.Spec {
+		return launch.ZooKeeper(img.Server, port, launch.ZooKeeperOptions{
+			Setup: "mkdir -p /data/version-2\necho " + base64.StdEncoding.EncodeToString(txnLog) + " | base64 -d >/data/version-2/log.1",
+			// Without a snapshot, the server refuses to replay a log unless
+			// told to trust the empty snapshot.
+			JVM: zkJVM + " -Dzookeeper.snapshot.trust.empty=true",
+		})
+	})
+}
+
+// Images are the tags of the test images (scripts/test-Images).
+type Images struct {
+	Server string // Debian with redis-server, postgresql-15, zookeeper, etcd 3.4
+	Etcd   string // etcd 3.6, FROM scratch
+}
+
+// Private starts a server of its own for the calling test, from the spec
+// mk makes for a free port, waits until it answers its probe, and removes
+// it at t.Cleanup: for servers configured unlike the shared ones (TLS,
+// authentication, a prepared data directory). envVar is the variable whose
+// absence outside CI lets the test skip when there is no Docker.
+func Private(t testing.TB, kind, envVar string, mk func(img Images, port int) launch.Spec) *Server {
+	t.Helper()
+	d := needDocker(t, envVar)
+	server, etcd := findImagesOnce(t)
 	port, err := launch.FreePort()
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	sp := launch.ZooKeeper(server, port, launch.ZooKeeperOptions{
-		Setup: "mkdir -p /data/version-2\necho " + base64.StdEncoding.EncodeToString(txnLog) + " | base64 -d >/data/version-2/log.1",
-		// Without a snapshot, the server refuses to replay a log unless
-		// told to trust the empty snapshot.
-		JVM: zkJVM + " -Dzookeeper.snapshot.trust.empty=true",
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	s, err := startServer(ctx, d, sp, false)
+	s, err := startServer(ctx, d, mk(Images{Server: server, Etcd: etcd}, port), false)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 	t.Cleanup(s.remove)
-	t.Logf("testenv: zookeeper from a transaction log started in %v at %s", time.Since(start).Round(time.Millisecond), s.Addr())
+	t.Logf("testenv: private %s started in %v at %s", kind, time.Since(start).Round(time.Millisecond), s.Addr())
 	return s
 }
 
@@ -119,8 +136,8 @@ var pgSettings = []string{"max_connections=200", "fsync=off"}
 // table name.
 func Postgres(t testing.TB) *Server {
 	t.Helper()
-	return single(t, "postgres", "LOCKER_TEST_POSTGRES_DSN", func(img images, port int) launch.Spec {
-		return launch.Postgres(img.server, port, pgSettings...)
+	return single(t, "postgres", "LOCKER_TEST_POSTGRES_DSN", func(img Images, port int) launch.Spec {
+		return launch.Postgres(img.Server, port, pgSettings...)
 	})
 }
 
@@ -163,8 +180,6 @@ func pgExec(ctx context.Context, dsn, sql string) error {
 	return nil
 }
 
-// images holds the tags of the two test images.
-type images struct{ server, etcd string }
 
 // sharedEntry is one lazily started shared server. A failed start is
 // remembered: every later test fails at once instead of waiting again.
@@ -182,7 +197,7 @@ var (
 
 // single returns the shared server of this kind: the external one envVar
 // names, or a container started on first use.
-func single(t testing.TB, kind, envVar string, mk func(images, int) launch.Spec) *Server {
+func single(t testing.TB, kind, envVar string, mk func(Images, int) launch.Spec) *Server {
 	t.Helper()
 	if v := os.Getenv(envVar); v != "" {
 		return external(t, kind, envVar, v)
@@ -204,7 +219,7 @@ func single(t testing.TB, kind, envVar string, mk func(images, int) launch.Spec)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			start := time.Now()
-			e.s, e.err = startServer(ctx, d, mk(images{server, etcd}, port), false)
+			e.s, e.err = startServer(ctx, d, mk(Images{Server: server, Etcd: etcd}, port), false)
 			cancel()
 			if e.err == nil {
 				t.Logf("testenv: %s started in %v at %s", kind, time.Since(start).Round(time.Millisecond), e.s.Addr())

@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/distlock/locker/internal/launch"
 	"github.com/distlock/locker/internal/testenv"
 )
 
@@ -366,5 +367,27 @@ func TestPostgres(t *testing.T) {
 	s.Restart(t)
 	if err := query(db, 5*time.Second); err != nil {
 		t.Fatalf("database after restart: %v", err)
+	}
+}
+
+// Files of a spec are in the container, with their modes, before its
+// server starts: the server reads its configuration from one.
+func TestPrivate_FilesCopiedBeforeStart(t *testing.T) {
+	t.Parallel()
+	s := testenv.Private(t, "redis", "LOCKER_TEST_REDIS_ADDR", func(img testenv.Images, port int) launch.Spec {
+		sp := launch.Redis(img.Server, port, "--include", "/etc/locker/extra/redis.conf")
+		sp.Files = map[string]launch.File{
+			"/etc/locker/extra/redis.conf": {Data: []byte("maxmemory 7mb\n")},
+			"/etc/locker/secret.key":       {Data: []byte("k"), Mode: 0o600},
+		}
+		return sp
+	})
+	c := redisClient(t, s.Addr())
+	got, err := c.ConfigGet(ctxT(t, 10*time.Second), "maxmemory").Result()
+	if err != nil || got["maxmemory"] != strconv.Itoa(7<<20) {
+		t.Fatalf("maxmemory %v (%v), want the included file's %d", got, err, 7<<20)
+	}
+	if out := s.Exec(t, "stat", "-c", "%a", "/etc/locker/secret.key"); strings.TrimSpace(out) != "600" {
+		t.Fatalf("mode of secret.key: %q, want 600", out)
 	}
 }
