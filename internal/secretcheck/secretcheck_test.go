@@ -18,8 +18,10 @@ type spy struct {
 	reports []string
 }
 
-func (s *spy) Errorf(format string, args ...any) { s.reports = append(s.reports, fmt.Sprintf(format, args...)) }
-func (s *spy) Fatal(args ...any)                 { s.reports = append(s.reports, fmt.Sprint(args...)) }
+func (s *spy) Errorf(format string, args ...any) {
+	s.reports = append(s.reports, fmt.Sprintf(format, args...))
+}
+func (s *spy) Fatal(args ...any) { s.reports = append(s.reports, fmt.Sprint(args...)) }
 
 // Check finds a secret wherever a Locker can put it — here a key that
 // carries one goes into spans (the key attribute) and the error of a

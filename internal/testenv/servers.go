@@ -180,7 +180,6 @@ func pgExec(ctx context.Context, dsn, sql string) error {
 	return nil
 }
 
-
 // sharedEntry is one lazily started shared server. A failed start is
 // remembered: every later test fails at once instead of waiting again.
 type sharedEntry struct {
