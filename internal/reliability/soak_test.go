@@ -25,6 +25,7 @@ var (
 	soakParallel = flag.Int("soak.parallel", 1, "soak: backends soaked at once (each starts its own cluster containers)")
 	soakOut      = flag.String("soak.out", "", "soak: also write the table, in Markdown, to this file")
 	soakElect    = flag.Bool("soak.elections", false, "soak: run elections (history.Options.Elections) instead of locks")
+	soakPermits  = flag.Int("soak.permits", 1, "soak: above 1, run N-permit locks of this limit (history.Options.Limit) instead of locks; backends without permits are left out")
 )
 
 // backends maps a backend to its deployments.
@@ -76,8 +77,11 @@ func TestSoak(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	what := "locks"
-	if *soakElect {
+	switch {
+	case *soakElect:
 		what = "elections"
+	case *soakPermits > 1:
+		what = fmt.Sprintf("%d-permit locks", *soakPermits)
 	}
 	header := fmt.Sprintf("Soak of "+what+", %v per backend, %s, finished %s, on %s (%d CPUs, %s/%s, %s), %v in all.",
 		soak, strings.Join(names, ","), time.Now().UTC().Format("2006-01-02 15:04 UTC"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
@@ -112,6 +116,10 @@ func soakBackend(t *testing.T, name string, soak time.Duration) []*row {
 		// is removed before the next one starts.
 		t.Run("", func(t *testing.T) {
 			d := mk(t)
+			if *soakPermits > 1 && !d.Permits {
+				t.Logf("%s: no N-permit locks, left out of the permit soak", d.Name)
+				return
+			}
 			jobs := []job{{d, nil}}
 			for _, f := range d.Faults {
 				jobs = append(jobs, job{d, &f})
@@ -138,6 +146,9 @@ func soakBackend(t *testing.T, name string, soak time.Duration) []*row {
 
 func soakOnce(t *testing.T, d *reliability.Deployment, f *reliability.Fault, r *row) {
 	o := reliability.RunOptions{Keys: *soakKeys, Elections: *soakElect}
+	if *soakPermits > 1 {
+		o.Limit = *soakPermits
+	}
 	if d.Name == "memory" {
 		o.Duration = time.Second
 	}
