@@ -62,7 +62,9 @@ func (p *Proxy) add(t testing.TB, typ, stream string, attrs string) {
 
 // Blackhole stops traffic in both directions while keeping connections open
 // (and accepting new ones): requests go unanswered, as behind a dead router.
-// Bytes sent meanwhile are held, not lost, and delivered after Heal.
+// Bytes sent meanwhile are dropped, and Heal closes the connections that
+// were blackholed (toxiproxy's timeout toxic), so clients reconnect. To
+// hold bytes back and deliver them later, use a long Latency and Heal.
 func (p *Proxy) Blackhole(t testing.TB) {
 	t.Helper()
 	p.add(t, "timeout", "upstream", `{"timeout":0}`)
@@ -77,7 +79,8 @@ func (p *Proxy) ResetPeer(t testing.TB) {
 }
 
 // Latency delays every answer from the server by d (so each round trip
-// grows by d), until Heal. toxiproxy counts in whole milliseconds.
+// grows by d), until Heal, which lets answers still held through at once
+// (none is lost). toxiproxy counts in whole milliseconds.
 func (p *Proxy) Latency(t testing.TB, d time.Duration) {
 	t.Helper()
 	p.add(t, "latency", "downstream", fmt.Sprintf(`{"latency":%d,"jitter":0}`, d.Milliseconds()))
