@@ -2,8 +2,10 @@ package zookeeper_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -70,6 +72,9 @@ func TestNew_Options_RefusedWhereTheyMeanNothing(t *testing.T) {
 		"connect timeout":    {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithConnectTimeout(time.Second)},
 		"bad root":           {zookeeper.WithRoot("x"), zookeeper.WithSessionTimeout(testTTL)},
 		"empty ACL":          {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithACL(nil)},
+		"digest":             {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithDigest("u", "p")},
+		"TLS":                {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithTLS(&tls.Config{})},
+		"dialer":             {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithDialer(net.DialTimeout)},
 	} {
 		if l, err := zookeeper.New(conn, opts...); !errors.Is(err, locker.ErrInvalidOption) {
 			if l != nil {
