@@ -29,6 +29,10 @@ func TestOpen_MalformedURL_ErrInvalidURLNamingThePart(t *testing.T) {
 		"zookeeper://h:2181/r?connect_timeout=-1s", // not positive
 		"zookeeper://h:2181/r?bogus=1",             // unknown parameter
 		"zookeeper://user@h:2181/r",                // user without password
+		"zookeeper://a%3Ab:pw@h:2181/r",            // ':' in the user name
+		"zookeeper://h:2181/r?ca_file=/nowhere",    // unreadable CA file
+		"zookeeper://h:2181/r?cert_file=/c.pem",    // certificate without key
+		"zookeeper://h:2181/r?tls=maybe",           // not a boolean
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		l, err := locker.Open(ctx, u)

@@ -52,6 +52,19 @@ func openURL(t testing.TB, u string, opts ...locker.Option) locker.Locker {
 	return l
 }
 
+// hold takes key on l, released when the test ends.
+func hold(t testing.TB, l locker.Locker, key string) locker.Lease {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lease, err := l.TryAcquire(ctx, key)
+	if err != nil {
+		t.Fatalf("TryAcquire %q: %v", key, err)
+	}
+	t.Cleanup(func() { _ = lease.Release(context.Background()) })
+	return lease
+}
+
 // authConn is rawConn authenticated as user:password.
 func authConn(t testing.TB, servers []string, user, password string) *zk.Conn {
 	t.Helper()
@@ -97,14 +110,7 @@ func wantOnlyDigest(t testing.TB, c *zk.Conn, p, user, password string) {
 func TestDigest_URL_EveryNodeHasTheIdentitysACL(t *testing.T) {
 	servers := []string{testenv.ZooKeeper(t).Addr()}
 	root := topRoot(t) + "/locks"
-	l := openURL(t, authURL(servers, "alice", "s3cret", root, ""))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	lease, err := l.TryAcquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Release(ctx)
+	hold(t, openURL(t, authURL(servers, "alice", "s3cret", root, "")), "k")
 	c := authConn(t, servers, "alice", "s3cret")
 	dir, _, err := c.Children(root)
 	if err != nil || len(dir) != 1 {
@@ -123,14 +129,7 @@ func TestDigest_URL_EveryNodeHasTheIdentitysACL(t *testing.T) {
 func TestDigest_Option_SameAsURL(t *testing.T) {
 	servers := []string{testenv.ZooKeeper(t).Addr()}
 	root := topRoot(t)
-	l := dial(t, servers, root, zookeeper.WithDigest("bob", "pw"))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	lease, err := l.TryAcquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Release(ctx)
+	hold(t, dial(t, servers, root, zookeeper.WithDigest("bob", "pw")), "k")
 	wantOnlyDigest(t, authConn(t, servers, "bob", "pw"), root, "bob", "pw")
 }
 
@@ -329,13 +328,7 @@ func (h *digestHarness) NewLocker(ctx context.Context, _ *testing.T, opts ...loc
 	d := &killDialer{}
 	u := "zookeeper://suite:suite-pw@" + strings.Join(h.servers, ",") + h.root + "?session_timeout=" + h.ttl.String()
 	l, err := locker.Open(ctx, u, append([]locker.Option{zookeeper.WithDialer(d.dial)}, opts...)...)
-	if err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	h.dialers[l] = d
-	h.mu.Unlock()
-	return l, nil
+	return h.track(l, d, err)
 }
 
 // No password, right or wrong, reaches an error, a log line, a span or a
@@ -375,25 +368,6 @@ func TestDigest_Secrets_NeverRecorded(t *testing.T) {
 	}
 	r.Check(t, []string{right, wrong}, lost.Err(), lost.Release(ctx), l.Close())
 	rw.Check(t, []string{right, wrong}, refused)
-}
-
-func TestDigest_URL_Malformed(t *testing.T) {
-	for _, u := range []string{
-		"zookeeper://a%3Ab:pw@h:2181/r",         // ':' in the user name
-		"zookeeper://h:2181/r?ca_file=/nowhere", // unreadable CA file
-		"zookeeper://h:2181/r?cert_file=/c.pem", // certificate without key
-		"zookeeper://h:2181/r?tls=maybe",        // not a boolean
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		l, err := locker.Open(ctx, u)
-		cancel()
-		if !errors.Is(err, locker.ErrInvalidURL) {
-			if l != nil {
-				_ = l.Close()
-			}
-			t.Errorf("Open(%q) = %v, want ErrInvalidURL", u, err)
-		}
-	}
 }
 
 // A Guard over an authenticated connection, its nodes given to that
