@@ -25,11 +25,11 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 	bc := locker.SplitOptions(Scheme, append(p.opts, opts...))
 	cfg, err := newConfig(bc)
 	if err != nil {
-		return nil, fmt.Errorf("zookeeper: open: %w", err)
+		return nil, err
 	}
 	b, err := dial(ctx, p.servers, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("zookeeper: open: %w", err)
+		return nil, err
 	}
 	return b.locker(bc.Options)
 }
