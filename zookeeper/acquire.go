@@ -28,11 +28,13 @@ const maxCreateAttempts = 8
 var errVanished = errors.New("zookeeper: own queue node vanished while waiting (session expired or node deleted)")
 
 func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	return b.acquire(ctx, req, false)
+	l, err := b.acquire(ctx, req, false)
+	return l, unauthorized(err)
 }
 
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	return b.acquire(ctx, req, true)
+	l, err := b.acquire(ctx, req, true)
+	return l, unauthorized(err)
 }
 
 func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (driver.Lock, error) {
@@ -123,6 +125,7 @@ type createResult struct {
 // plain create answers with the path alone.)
 func (b *backend) create(ctx context.Context, dir, prefix string, data []byte) (string, *zk.Stat, <-chan createResult, error) {
 	var err error
+	switched := false // this call turned plainCreate on
 	for range maxCreateAttempts {
 		res := make(chan createResult, 1)
 		b.wg.Add(1)
@@ -163,7 +166,14 @@ func (b *backend) create(ctx context.Context, dir, prefix string, data []byte) (
 			// The ACL lets us create children but not write the
 			// directory's data: create without the multi from now on.
 			b.plainCreate.Store(true)
+			switched = true
 		default:
+			if switched && errors.Is(err, zk.ErrNoAuth) {
+				// Refused the create too: an ACL refusing this identity
+				// any write (another's lock directory), which says
+				// nothing of the directories of other keys.
+				b.plainCreate.Store(false)
+			}
 			return "", nil, nil, err
 		}
 	}
@@ -225,12 +235,8 @@ func (b *backend) ensureDir(ctx context.Context, dir string) error {
 		if !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
-		segs := strings.Split(b.root[1:], "/")
-		for i := range segs {
-			p := "/" + strings.Join(segs[:i+1], "/")
-			if _, err := b.conn.Create(p, nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-				return fmt.Errorf("create root node %s: %w", p, err)
-			}
+		if err := b.ensureRoot(); err != nil {
+			return err
 		}
 		return b.createDir(dir)
 	})

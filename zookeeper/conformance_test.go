@@ -29,6 +29,12 @@ func newHarness(t *testing.T, ttl time.Duration, servers []string) *harness {
 func (h *harness) NewLocker(ctx context.Context, _ *testing.T, opts ...locker.Option) (locker.Locker, error) {
 	d := &killDialer{}
 	l, _, err := dialWith(h.servers, h.root, h.ttl, d.dial, opts...)
+	return h.track(l, d, err)
+}
+
+// track records d as the dialer of l, which Crash kills, unless err (the
+// error of making l) is not nil.
+func (h *harness) track(l locker.Locker, d *killDialer, err error) (locker.Locker, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -8,16 +8,16 @@
 //
 //	zookeeper://[user:password@]host1:2181,host2:2181/root?session_timeout=15s
 //
-// The path is the root (WithRoot, default /locker); user:password is sent as
-// digest authentication, and nodes then get an ACL giving that identity all
-// rights. Query parameters, each the option of the same name:
+// The path is the root (WithRoot, default /locker); user:password (WithDigest)
+// authenticates every session and gives every node created to that identity
+// alone, refusals being locker.ErrUnauthorized. Query parameters:
 //
 //	session_timeout  WithSessionTimeout  session timeout to request (default 15s; the server bounds it)
 //	connect_timeout  WithConnectTimeout  how long Open waits for a session (default 10s)
+//	tls, ca_file, cert_file, key_file, server_name, insecure_skip_verify  WithTLS: the secure client port
 //
-// Other options: WithACL (the ACL of created nodes), WithEvents (New only).
-// locker.WithLogger reaches go-zookeeper's log (at debug level, for a URL's
-// connection) and the Locker's background work.
+// Other options: WithACL, WithDialer, WithEvents (New only); security: docs/design/security-zookeeper.md.
+// locker.WithLogger reaches go-zookeeper's log (debug level) and the Locker's background work.
 //
 // TTL: a node lives as long as its session, so every lease's TTL is the
 // session timeout S: a shorter TTL is rounded up to S (locker.GrantedTTL

@@ -74,6 +74,11 @@ func (g *Guard) Admit(ctx context.Context, resource string, token uint64) error 
 // go-zookeeper's calls take no context: ctx is checked before each attempt,
 // and a call in flight runs until ZooKeeper answers or the connection fails.
 func (g *Guard) Write(ctx context.Context, resource string, token uint64, ops ...any) ([]zk.MultiResponse, error) {
+	res, err := g.write(ctx, resource, token, ops...)
+	return res, unauthorized(err)
+}
+
+func (g *Guard) write(ctx context.Context, resource string, token uint64, ops ...any) ([]zk.MultiResponse, error) {
 	if token == 0 {
 		return nil, fmt.Errorf("%w: resource %q: token 0 is never issued", fencing.ErrStaleToken, resource)
 	}

@@ -25,6 +25,11 @@ const maxInspectAttempts = 8
 // change the leader committed before Inspect was called, even through a
 // follower that lags (see docs/design/zookeeper.md, "Inspection").
 func (b *backend) Inspect(ctx context.Context, key string) (driver.LockInfo, error) {
+	info, err := b.inspect(ctx, key)
+	return info, unauthorized(err)
+}
+
+func (b *backend) inspect(ctx context.Context, key string) (driver.LockInfo, error) {
 	dir := b.dir(key)
 	err := b.do(ctx, func() error {
 		_, err := b.conn.Sync(dir)
@@ -89,6 +94,11 @@ func (b *backend) inspectDir(ctx context.Context, key, dir string) (driver.LockI
 // visited. ZooKeeper lists a node's children in one reply, so each call
 // lists the root's children whole (names only).
 func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.LockInfo, string, error) {
+	locks, next, err := b.list(ctx, prefix, cursor, limit)
+	return locks, next, unauthorized(err)
+}
+
+func (b *backend) list(ctx context.Context, prefix, cursor string, limit int) ([]driver.LockInfo, string, error) {
 	var names []string
 	err := b.do(ctx, func() (err error) {
 		if _, err = b.conn.Sync(b.root); err != nil {

@@ -181,7 +181,7 @@ func (l *lock) rewatch() (<-chan zk.Event, bool) {
 // sync. Before that (just after a grant), or when the watch has fired (a
 // Publish changes the node's data), the node is read after the sync.
 func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	err := l.refresh(ctx, ttl)
+	err := unauthorized(l.refresh(ctx, ttl))
 	if err != nil {
 		// The holder is told its lease is lost; the node may still be
 		// there, in a live session: Release deletes it no earlier than the
@@ -242,6 +242,10 @@ func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
 // Release deletes the own node. Its name carries the owner id, so no other
 // owner's node is ever deleted.
 func (l *lock) Release(ctx context.Context) error {
+	return unauthorized(l.release(ctx))
+}
+
+func (l *lock) release(ctx context.Context) error {
 	if l.failed.Load() && time.Now().Before(l.promisedUntil()) {
 		// After a failed refresh (the clean-up of a lost lease): not
 		// before the validity the holder was promised ends.

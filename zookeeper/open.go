@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/urltls"
 )
 
 func init() { locker.Register(Scheme, open) }
@@ -22,13 +23,13 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 		return nil, err
 	}
 	bc := locker.SplitOptions(Scheme, append(p.opts, opts...))
-	cfg, err := newConfig(bc, p.digest)
+	cfg, err := newConfig(bc)
 	if err != nil {
-		return nil, fmt.Errorf("zookeeper: open: %w", err)
+		return nil, err
 	}
 	b, err := dial(ctx, p.servers, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("zookeeper: open: %w", err)
+		return nil, err
 	}
 	return b.locker(bc.Options)
 }
@@ -36,8 +37,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 // parsedURL is what a zookeeper:// URL says.
 type parsedURL struct {
 	servers []string
-	digest  string          // "user:password", or ""
-	opts    []locker.Option // WithRoot, WithSessionTimeout, WithConnectTimeout
+	opts    []locker.Option // WithRoot, WithSessionTimeout, WithConnectTimeout, WithDigest, WithTLS
 }
 
 func parseURL(u *url.URL) (parsedURL, error) {
@@ -71,7 +71,10 @@ func parseURL(u *url.URL) (parsedURL, error) {
 		if u.User.Username() == "" || !ok {
 			return p, bad("user info: want user:password for digest authentication")
 		}
-		p.digest = u.User.Username() + ":" + pass
+		if strings.Contains(u.User.Username(), ":") {
+			return p, bad("user info: the user name must not contain ':'")
+		}
+		p.opts = append(p.opts, WithDigest(u.User.Username(), pass))
 	}
 	if root := strings.TrimSuffix(u.Path, "/"); root != "" {
 		if err := validateRoot(root); err != nil {
@@ -83,7 +86,14 @@ func parseURL(u *url.URL) (parsedURL, error) {
 	if err != nil {
 		return p, bad("query: %v", err)
 	}
+	var tp urltls.Params
 	for k, v := range q {
+		if known, err := tp.Set(k, v[len(v)-1]); known {
+			if err != nil {
+				return p, bad("%v", err)
+			}
+			continue
+		}
 		switch k {
 		case "session_timeout", "connect_timeout":
 			d, err := time.ParseDuration(v[0])
@@ -96,8 +106,15 @@ func parseURL(u *url.URL) (parsedURL, error) {
 				p.opts = append(p.opts, WithConnectTimeout(d))
 			}
 		default:
-			return p, bad("unknown query parameter %q (known: session_timeout, connect_timeout, and locker's ttl, namespace, owner)", k)
+			return p, bad("unknown query parameter %q (known: session_timeout, connect_timeout, %s, and locker's ttl, namespace, owner)", k, strings.Join(urltls.Names, ", "))
 		}
+	}
+	conf, err := tp.Config()
+	if err != nil {
+		return p, bad("%v", err)
+	}
+	if conf != nil {
+		p.opts = append(p.opts, WithTLS(conf))
 	}
 	return p, nil
 }

@@ -2,8 +2,10 @@ package zookeeper_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +29,10 @@ func TestOpen_MalformedURL_ErrInvalidURLNamingThePart(t *testing.T) {
 		"zookeeper://h:2181/r?connect_timeout=-1s", // not positive
 		"zookeeper://h:2181/r?bogus=1",             // unknown parameter
 		"zookeeper://user@h:2181/r",                // user without password
+		"zookeeper://a%3Ab:pw@h:2181/r",            // ':' in the user name
+		"zookeeper://h:2181/r?ca_file=/nowhere",    // unreadable CA file
+		"zookeeper://h:2181/r?cert_file=/c.pem",    // certificate without key
+		"zookeeper://h:2181/r?tls=maybe",           // not a boolean
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		l, err := locker.Open(ctx, u)
@@ -70,6 +76,9 @@ func TestNew_Options_RefusedWhereTheyMeanNothing(t *testing.T) {
 		"connect timeout":    {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithConnectTimeout(time.Second)},
 		"bad root":           {zookeeper.WithRoot("x"), zookeeper.WithSessionTimeout(testTTL)},
 		"empty ACL":          {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithACL(nil)},
+		"digest":             {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithDigest("u", "p")},
+		"TLS":                {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithTLS(&tls.Config{})},
+		"dialer":             {root, zookeeper.WithSessionTimeout(testTTL), zookeeper.WithDialer(net.DialTimeout)},
 	} {
 		if l, err := zookeeper.New(conn, opts...); !errors.Is(err, locker.ErrInvalidOption) {
 			if l != nil {

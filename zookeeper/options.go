@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -18,7 +19,9 @@ type config struct {
 	acl            []zk.ACL
 	events         <-chan zk.Event
 	connectTimeout time.Duration
-	digest         string // "user:password", from a URL's user info
+	user, password string // digest authentication (WithDigest), or ""
+	tls            *tls.Config
+	dialer         zk.Dialer
 	log            *slog.Logger
 }
 
@@ -59,8 +62,8 @@ func duration(what string, d time.Duration, set func(*config)) locker.Option {
 	})
 }
 
-// WithACL is the ACL of every node created (default: all rights to anyone,
-// or to the URL's digest identity).
+// WithACL is the ACL of every node created (default: all rights to the
+// WithDigest identity alone, or, without one, to anyone).
 func WithACL(acl []zk.ACL) locker.Option {
 	return option(func(c *config) error {
 		if len(acl) == 0 {
@@ -92,10 +95,52 @@ func WithConnectTimeout(d time.Duration) locker.Option {
 	return duration("connect timeout", d, func(c *config) { c.connectTimeout = d })
 }
 
+// WithDigest authenticates the Locker's own connection (Open only) with
+// ZooKeeper's digest scheme as user, on every session before any other
+// request, and makes every node the Locker creates readable and writable
+// by that identity alone (unless WithACL says otherwise). The URL's
+// user:password sets it. For New, authenticate conn yourself
+// (conn.AddAuth("digest", …)) and give WithACL(zk.AuthACL(zk.PermAll)).
+func WithDigest(user, password string) locker.Option {
+	return option(func(c *config) error {
+		if user == "" || strings.Contains(user, ":") {
+			return fmt.Errorf("digest user name %q: want a non-empty name without ':'", user)
+		}
+		c.user, c.password = user, password
+		return nil
+	})
+}
+
+// WithTLS makes the Locker's own connection (Open only) speak TLS with
+// conf: the server's secure client port (secureClientPort). An empty
+// conf.ServerName is the host dialled. The URL's tls, ca_file, cert_file,
+// key_file, server_name and insecure_skip_verify parameters set it.
+func WithTLS(conf *tls.Config) locker.Option {
+	return option(func(c *config) error {
+		if conf == nil {
+			return fmt.Errorf("nil TLS configuration")
+		}
+		c.tls = conf
+		return nil
+	})
+}
+
+// WithDialer sets how the Locker's own connection (Open only) reaches each
+// server (default net.DialTimeout); WithTLS runs over it.
+func WithDialer(d zk.Dialer) locker.Option {
+	return option(func(c *config) error {
+		if d == nil {
+			return fmt.Errorf("nil dialer")
+		}
+		c.dialer = d
+		return nil
+	})
+}
+
 // newConfig applies a Locker's settings; an error wraps
-// locker.ErrInvalidOption. digest is a URL's "user:password", or "".
-func newConfig(bc locker.BackendConfig, digest string) (*config, error) {
-	c := &config{root: DefaultRoot, log: bc.Logger, digest: digest}
+// locker.ErrInvalidOption.
+func newConfig(bc locker.BackendConfig) (*config, error) {
+	c := &config{root: DefaultRoot, log: bc.Logger}
 	for _, s := range bc.Settings {
 		f, ok := s.(setting)
 		if !ok {
@@ -107,8 +152,8 @@ func newConfig(bc locker.BackendConfig, digest string) (*config, error) {
 	}
 	if c.acl == nil {
 		c.acl = zk.WorldACL(zk.PermAll)
-		if user, pass, ok := strings.Cut(c.digest, ":"); ok {
-			c.acl = zk.DigestACL(zk.PermAll, user, pass)
+		if c.user != "" {
+			c.acl = zk.DigestACL(zk.PermAll, c.user, c.password)
 		}
 	}
 	return c, nil

@@ -18,6 +18,10 @@ var _ driver.Publisher = (*backend)(nil)
 // changes nothing when the node is gone (its session expired, or it was
 // deleted) — the name carries the owner id, and is never made again.
 func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) error {
+	return unauthorized(b.publish(ctx, dl, value))
+}
+
+func (b *backend) publish(ctx context.Context, dl driver.Lock, value string) error {
 	l, ok := dl.(*lock)
 	if !ok || l.b != b {
 		return fmt.Errorf("%w: not a lock of this Locker", locker.ErrLeaseLost)

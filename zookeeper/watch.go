@@ -28,6 +28,11 @@ var errWatchBroken = errors.New("zookeeper: watch ended with the connection or s
 // back: one that has not fired when the key watch ends stays set until its
 // node changes or the session ends.
 func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+	ch, err := b.watch(ctx, key)
+	return ch, unauthorized(err)
+}
+
+func (b *backend) watch(ctx context.Context, key string) (<-chan struct{}, error) {
 	broke, forget, ok := b.mon.subscribe()
 	if !ok {
 		return nil, errClosed

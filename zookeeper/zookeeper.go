@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,9 +48,11 @@ func newOver(conn *zk.Conn, owned bool, opts []locker.Option) (locker.Locker, er
 		return nil, fmt.Errorf("zookeeper: new: %w: nil *zk.Conn", locker.ErrInvalidOption)
 	}
 	bc := locker.SplitOptions(Scheme, opts)
-	cfg, err := newConfig(bc, "")
+	cfg, err := newConfig(bc)
 	switch {
 	case err != nil:
+	case cfg.user != "" || cfg.tls != nil || cfg.dialer != nil:
+		err = fmt.Errorf("%w: WithDigest, WithTLS and WithDialer are for URLs: conn is connected already (authenticate it with conn.AddAuth and give WithACL(zk.AuthACL(zk.PermAll)))", locker.ErrInvalidOption)
 	case cfg.sessionTimeout == 0:
 		err = fmt.Errorf("%w: WithSessionTimeout is required: the session timeout the server negotiated for conn", locker.ErrInvalidOption)
 	case cfg.connectTimeout != 0:
@@ -99,12 +102,23 @@ func dial(ctx context.Context, servers []string, cfg *config) (*backend, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	sl := &sessionLog{log: cfg.log, ready: make(chan struct{})}
+	sl := &sessionLog{log: cfg.log, ready: make(chan struct{}), secret: cfg.password}
 	b := newBackend(cfg, true)
 	b.stateEvents = true
 	sl.timeout = &b.sessionTimeout
+	// The last failed dial (a refused connection, a TLS handshake) says
+	// why there is no session, which go-zookeeper only logs.
+	var lastDial atomic.Pointer[error]
+	dialTLS := tlsDialer(cfg.dialer, cfg.tls)
+	dialer := func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		c, err := dialTLS(network, addr, timeout)
+		if err != nil {
+			lastDial.Store(&err)
+		}
+		return c, err
+	}
 	conn, _, err := zk.Connect(servers, cfg.sessionTimeout, zk.WithLogger(sl), zk.WithLogInfo(true),
-		zk.WithEventCallback(b.onEvent))
+		zk.WithEventCallback(b.onEvent), zk.WithDialer(dialer))
 	if err != nil {
 		b.cancel()
 		return nil, err
@@ -118,13 +132,16 @@ func dial(ctx context.Context, servers []string, cfg *config) (*backend, error) 
 		// whose context has ended, wait for it.
 		b.cancel()
 		go conn.Close()
-		return nil, fmt.Errorf("%w: no session with %s (%w)", locker.ErrUnavailable, strings.Join(servers, ","), ctx.Err())
+		err := fmt.Errorf("%w: no session with %s (%w)", locker.ErrUnavailable, strings.Join(servers, ","), ctx.Err())
+		if last := lastDial.Load(); last != nil {
+			err = fmt.Errorf("%w; last attempt: %w", err, *last)
+		}
+		return nil, err
 	}
-	if user, pass, ok := strings.Cut(cfg.digest, ":"); ok {
-		err := b.do(ctx, func() error { return conn.AddAuth("digest", []byte(user+":"+pass)) })
-		if err != nil {
+	if cfg.user != "" {
+		if err := b.authenticate(ctx, cfg.user, cfg.password); err != nil {
 			_ = b.Close()
-			return nil, fmt.Errorf("digest authentication: %w", err)
+			return nil, err
 		}
 	}
 	return b, nil
@@ -136,6 +153,7 @@ func dial(ctx context.Context, servers []string, cfg *config) (*backend, error) 
 // it records that value and signals the first session.
 type sessionLog struct {
 	log       *slog.Logger
+	secret    string // the digest password: never logged, whatever go-zookeeper says
 	timeout   *atomic.Int64
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -149,7 +167,7 @@ func (s *sessionLog) Printf(format string, args ...any) {
 		}
 	}
 	if s.log.Enabled(context.Background(), slog.LevelDebug) {
-		s.log.Debug("zookeeper: " + fmt.Sprintf(format, args...))
+		s.log.Debug("zookeeper: " + redact(fmt.Sprintf(format, args...), s.secret))
 	}
 }
 
