@@ -121,8 +121,9 @@ func readPassword(path string) (string, error) {
 // redact returns s, a URL or a command-line argument that may hold one
 // ("--backend=URL"), with the password shown as url.URL.Redacted shows it,
 // and password query parameters masked too. A URL that does not parse is
-// masked from its user info's first ':' to its last '@'. It is lockctl's one
-// redaction: every URL lockctl prints goes through it.
+// masked from its user info's first ':' to its last '@', and in its
+// password parameters. It is lockctl's one redaction: every URL lockctl
+// prints goes through it.
 func redact(s string) string {
 	if name, v, ok := strings.Cut(s, "="); ok && strings.HasPrefix(name, "-") {
 		return name + "=" + redact(v)
@@ -131,29 +132,25 @@ func redact(s string) string {
 	if !ok {
 		return s
 	}
-	u, err := url.Parse(s)
-	if err != nil {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		_, rest, _ = strings.Cut(u.Redacted(), "://")
+	} else if err != nil {
 		at := strings.LastIndexByte(rest, '@')
 		if colon := strings.IndexByte(rest, ':'); at >= 0 && colon >= 0 && colon < at {
-			return scheme + "://" + rest[:colon] + ":xxxxx" + rest[at:]
-		}
-		return s
-	}
-	q := u.Query()
-	masked := false
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "password") {
-			q.Set(k, "xxxxx")
-			masked = true
+			rest = rest[:colon] + ":xxxxx" + rest[at:]
 		}
 	}
-	if masked {
-		u.RawQuery = q.Encode()
+	// The query as written: url.Values would drop a pair it cannot decode.
+	if base, query, ok := strings.Cut(rest, "?"); ok {
+		params := strings.Split(query, "&")
+		for i, kv := range params {
+			if k, _, ok := strings.Cut(kv, "="); ok && strings.Contains(strings.ToLower(k), "password") {
+				params[i] = k + "=xxxxx"
+			}
+		}
+		rest = base + "?" + strings.Join(params, "&")
 	}
-	if !masked && u.User == nil {
-		return s // as given, not re-encoded
-	}
-	return u.Redacted()
+	return scheme + "://" + rest
 }
 
 // redactArgs is args, redacted and joined by spaces, as in a report's

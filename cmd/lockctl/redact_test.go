@@ -14,6 +14,7 @@ func TestRedactArgs_NoPassword(t *testing.T) {
 		{"-backend=etcd://u:hunter2@h1:2379,h2:2379/p"},
 		{"--backend", "redis://u:hunter2/x@127.0.0.1:6379/0"}, // unescaped '/': does not parse
 		{"--backend", "postgres://h/db?password=hunter2&sslmode=disable"},
+		{"--backend", "postgres://h/db?sslmode=disable&password=hunter2%zz"}, // does not parse
 		{"--backend", "zookeeper://u:hun%40ter2@h:2181/root"},
 	} {
 		got := redactArgs(args)
