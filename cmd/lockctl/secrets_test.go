@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -17,33 +16,8 @@ import (
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/internal/launch"
 	"github.com/distlock/locker/internal/testenv"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// redisAuthProbe is the probe of a Redis server that requires a password:
-// a NOAUTH refusal of PING proves it serves clients as well as a PONG
-// (launch.RedisInfo, which does not authenticate, would wait for ever).
-func redisAuthProbe(ctx context.Context, addr string) (string, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-	}
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return "", err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	if strings.HasPrefix(line, "-NOAUTH") || strings.HasPrefix(line, "+PONG") {
-		return "redis-server (requirepass)", nil
-	}
-	return "", fmt.Errorf("PING: %q", strings.TrimSpace(line))
-}
 
 // secureRedis starts a private Redis that requires password, and returns
 // its address.
@@ -51,7 +25,7 @@ func secureRedis(t *testing.T, password string) string {
 	t.Helper()
 	s := testenv.Private(t, "redis", "LOCKER_TEST_REDIS_ADDR", func(img testenv.Images, port int) launch.Spec {
 		sp := launch.Redis(img.Server, port, "--requirepass", password)
-		sp.Services[0].Probe = redisAuthProbe
+		sp.Services[0].Probe = launch.RedisRequirePass
 		return sp
 	})
 	return s.Addr()
@@ -207,5 +181,124 @@ func TestLockctl_PasswordProtectedRedis_NoSecretInOutput(t *testing.T) {
 			t.Errorf("lockctl %s: status %d, want %d; stderr: %s", redactArgs(args), code, exitUsage, stderr)
 		}
 		noSecret(t, "lockctl "+redactArgs(args), pw, stdout, stderr)
+	}
+}
+
+// passwordPostgres starts a private PostgreSQL where role app, owner of
+// database app, must give password (SCRAM) from outside the container, and
+// returns the URL of that database, without the password.
+func passwordPostgres(t *testing.T, password string) string {
+	t.Helper()
+	s := testenv.Private(t, "postgres", "LOCKER_TEST_POSTGRES_DSN", func(img testenv.Images, port int) launch.Spec {
+		return launch.Postgres(img.Server, port)
+	})
+	_, port, _ := net.SplitHostPort(s.Addr())
+	psql := func(sql string) {
+		s.Exec(t, "setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups",
+			"psql", "-v", "ON_ERROR_STOP=1", "-h", "/tmp", "-p", port, "-U", "postgres", "-c", sql)
+	}
+	psql(fmt.Sprintf("CREATE ROLE app LOGIN PASSWORD '%s'", password))
+	psql("CREATE DATABASE app OWNER app")
+	// pg_hba.conf is read top-down: this line comes before the trust
+	// that the tests' servers end with.
+	s.Exec(t, "sed", "-i", "1i host all app 0.0.0.0/0 scram-sha-256", "/var/lib/locker/pg/pg_hba.conf")
+	psql("SELECT pg_reload_conf()")
+	return "postgres://app@" + s.Addr() + "/app?sslmode=disable"
+}
+
+// lockctl leaves PostgreSQL's password to pgx, which reads PGPASSWORD (as
+// libpq does) when neither the URL nor --password-file gives one; the
+// file, given, wins over it. No output shows the password.
+func TestLockctl_PGPASSWORD(t *testing.T) {
+	needShell(t)
+	pw := newSecret(t)
+	dsn := passwordPostgres(t, pw)
+	t.Setenv("PGPASSFILE", filepath.Join(t.TempDir(), "none")) // no ~/.pgpass
+	file := passwordFile(t, pw+"\n")
+	wrong := newSecret(t)
+	for _, c := range []struct {
+		name, pgpassword string
+		args             []string
+		ok               bool
+	}{
+		{"PGPASSWORD", pw, []string{"run", dsn, "k", "--", "true"}, true},
+		{"PGPASSWORD, inspect", pw, []string{"inspect", "--json", dsn, "k"}, true},
+		{"no password", "", []string{"run", dsn, "k", "--", "true"}, false},
+		{"wrong PGPASSWORD", wrong, []string{"run", dsn, "k", "--", "true"}, false},
+		{"file beats PGPASSWORD", wrong, []string{"run", "--password-file", file, dsn, "k", "--", "true"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("PGPASSWORD", c.pgpassword)
+			code, stdout, stderr := lockctlRun(t, 30*time.Second, c.args...)
+			if ok := code == exitOK || code == exitFree; ok != c.ok {
+				t.Errorf("lockctl %s: status %d, want success %v; stderr: %s", redactArgs(c.args), code, c.ok, stderr)
+			}
+			noSecret(t, "lockctl "+strings.Join(c.args, " "), pw, stdout, stderr)
+			noSecret(t, "lockctl "+strings.Join(c.args, " "), wrong, stdout, stderr)
+			t.Logf("status %d: %s", code, strings.TrimSpace(stderr))
+		})
+	}
+}
+
+// authEtcd starts a private etcd with authentication enabled and user
+// root, password password; it returns its URL, without credentials.
+func authEtcd(t *testing.T, password string) string {
+	t.Helper()
+	s := testenv.Private(t, "etcd", "LOCKER_TEST_ETCD_ENDPOINTS", func(img testenv.Images, port int) launch.Spec {
+		return launch.EtcdSingle(img.Etcd, nil, port)
+	})
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Addr()}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.UserAdd(ctx, "root", password); err != nil {
+		t.Fatalf("etcd user add root: %v", err)
+	}
+	if _, err := c.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatalf("etcd user grant-role root root: %v", err)
+	}
+	if _, err := c.AuthEnable(ctx); err != nil {
+		t.Fatalf("etcd auth enable: %v", err)
+	}
+	return "etcd://" + s.Addr() + "/lockctl"
+}
+
+// lockctl takes etcd's credentials from ETCDCTL_USER ("user:password", or
+// the user with ETCDCTL_PASSWORD), as etcdctl does, when the URL gives no
+// password; the user name of ETCDCTL_USER goes with --password-file too. No
+// output shows the password.
+func TestLockctl_ETCDCTLVariables(t *testing.T) {
+	needShell(t)
+	pw := newSecret(t)
+	url := authEtcd(t, pw)
+	file := passwordFile(t, pw+"\n")
+	wrong := newSecret(t)
+	for _, c := range []struct {
+		name, user, password string
+		flags                []string
+		ok                   bool
+	}{
+		{"ETCDCTL_USER user:password", "root:" + pw, "", nil, true},
+		{"ETCDCTL_USER and ETCDCTL_PASSWORD", "root", pw, nil, true},
+		{"ETCDCTL_USER and --password-file", "root", "", []string{"--password-file", file}, true},
+		{"--password-file beats ETCDCTL_PASSWORD", "root", wrong, []string{"--password-file", file}, true},
+		{"no credentials", "", "", nil, false},
+		{"wrong password", "root:" + wrong, "", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("ETCDCTL_USER", c.user)
+			t.Setenv("ETCDCTL_PASSWORD", c.password)
+			args := append(append([]string{"run"}, c.flags...), url, "k", "--", "sh", "-c", "env | grep ^LOCKER_")
+			code, stdout, stderr := lockctlRun(t, 30*time.Second, args...)
+			if (code == exitOK) != c.ok {
+				t.Errorf("lockctl %s: status %d, want success %v; stderr: %s", redactArgs(args), code, c.ok, stderr)
+			}
+			noSecret(t, "lockctl "+strings.Join(args, " "), pw, stdout, stderr)
+			noSecret(t, "lockctl "+strings.Join(args, " "), wrong, stdout, stderr)
+			t.Logf("status %d: %s", code, strings.TrimSpace(stderr))
+		})
 	}
 }
