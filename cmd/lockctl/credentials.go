@@ -20,11 +20,11 @@ ETCDCTL_PASSWORD is set) and ETCDCTL_PASSWORD for etcd (etcdctl's; the user
 name also applies with --password-file when the URL names none);
 PGPASSWORD, PGUSER and ~/.pgpass for postgres, read by the driver itself.
 ZooKeeper has no such variable: give user:password in the URL or the
-password with --password-file. memory:// takes no password: --password-file
-with it is a usage error; bench applies the file to every --backend that
-takes a password. No secret is needed on the command line, and
-lockctl shows none: URLs it prints are redacted, and the command it runs gets
-no password from lockctl (it inherits lockctl's environment as it is).
+password with --password-file. memory:// takes no password (--password-file
+with it is a usage error); bench applies the file to every --backend that
+takes one. No secret is needed on the command line, and lockctl shows none:
+URLs it prints are redacted, and the command it runs gets no password from
+lockctl (it inherits lockctl's environment as it is).
 `
 
 // passwordSchemes are the URL schemes of lockctl's backends that take a

@@ -93,3 +93,32 @@ func mustParse(t *testing.T, raw string) *url.URL {
 	}
 	return u
 }
+
+// bench's --password-file applies to every --backend that takes a
+// password; a child lockctl (bench --failover) is told the file, never the
+// password, which its command line would show to every user of the machine.
+func TestBenchBackends_ChildGetsTheFileNotThePassword(t *testing.T) {
+	const pw = "s3cret-pw"
+	file := passwordFile(t, pw+"\n")
+	t.Setenv("REDISCLI_AUTH", "")
+	got, err := benchBackends([]string{"redis://h:6379/0", "memory://", "etcd://app@h/p"}, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ password, child string }{
+		{pw, "--password-file " + file + " redis://h:6379/0"},
+		{"", "memory://"},
+		{pw, "--password-file " + file + " etcd://app@h/p"},
+	} {
+		u := mustParse(t, got[i].url)
+		if p, _ := u.User.Password(); p != want.password {
+			t.Errorf("backend %d: URL %s has password %q, want %q", i, redact(got[i].url), p, want.password)
+		}
+		if child := strings.Join(got[i].child, " "); child != want.child {
+			t.Errorf("backend %d: child arguments %q, want %q", i, child, want.child)
+		}
+	}
+	if _, err := benchBackends([]string{"memory://"}, file); err == nil || !strings.Contains(err.Error(), "no --backend") {
+		t.Errorf("--password-file with memory:// only: %v, want a usage error", err)
+	}
+}

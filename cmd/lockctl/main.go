@@ -29,7 +29,7 @@
 // a usage error. No secret is ever needed on the command line, and lockctl
 // prints none: URLs in its messages and reports are redacted, and the
 // LOCKER_* variables of the command it runs carry no part of the URL but
-// its scheme.
+// its scheme. The reasons are in docs/design/lockctl-credentials.md.
 //
 // # lockctl run
 //
