@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -103,12 +104,7 @@ func Schemes() []string {
 func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		// url.Error repeats the whole URL, which may hold a password.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+		return nil, fmt.Errorf("%w: %s", ErrInvalidURL, parseComplaint(rawURL, err))
 	}
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("%w: missing scheme (want scheme://…, one of %s)", ErrInvalidURL, strings.Join(Schemes(), ", "))
@@ -123,7 +119,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 		return nil, fmt.Errorf("%w: unknown scheme %q (registered: %s; forgotten import?)",
 			ErrInvalidURL, u.Scheme, strings.Join(Schemes(), ", "))
 	}
-	urlOpts, err := commonQuery(u)
+	urlOpts, err := commonQuery(rawURL, u)
 	if err != nil {
 		return nil, err
 	}
@@ -134,11 +130,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (Locker, error) {
 	return l, nil
 }
 
-// commonQuery takes the parameters every scheme shares out of u's query.
-func commonQuery(u *url.URL) ([]Option, error) {
+// commonQuery takes the parameters every scheme shares out of u's query;
+// rawURL is u as given, for errors.
+func commonQuery(rawURL string, u *url.URL) ([]Option, error) {
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("%w: query: %v", ErrInvalidURL, err)
+		return nil, fmt.Errorf("%w: query: %s", ErrInvalidURL, parseComplaint(rawURL, err))
 	}
 	var opts []Option
 	if v, ok := q["ttl"]; ok {
@@ -162,4 +159,49 @@ func commonQuery(u *url.URL) ([]Option, error) {
 	}
 	u.RawQuery = q.Encode()
 	return opts, nil
+}
+
+// parseComplaint is what Open says of a URL that net/url refused: the
+// parser's message without the whole URL (a url.Error repeats it), and
+// without the piece the parser quotes (a port, an escape, a character) when
+// that piece may be part of a password — the user info, up to the last '@',
+// or the value of a query parameter named like password. A password with an
+// unescaped '/', '?' or '#' ends the authority inside the password, whose
+// first part the parser then quotes as a bad port.
+func parseComplaint(rawURL string, err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := err.Error()
+	i := strings.IndexByte(msg, '"')
+	if i < 0 {
+		return msg
+	}
+	q, qerr := strconv.QuotedPrefix(msg[i:])
+	piece, uerr := strconv.Unquote(q)
+	if qerr != nil || uerr != nil || mayHoldSecret(rawURL, piece) {
+		return "malformed URL around its password (a password must percent-encode / ? # @ : % and spaces)"
+	}
+	return msg
+}
+
+// mayHoldSecret reports whether piece occurs where rawURL may carry a
+// secret.
+func mayHoldSecret(rawURL, piece string) bool {
+	rest := rawURL
+	if _, after, ok := strings.Cut(rawURL, "://"); ok {
+		rest = after
+	}
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 && strings.Contains(rest[:at], piece) {
+		return true
+	}
+	_, query, _ := strings.Cut(rest, "?")
+	for kv := range strings.SplitSeq(query, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.Contains(strings.ToLower(k), "password") && strings.Contains(v, piece) {
+			return true
+		}
+	}
+	return false
 }

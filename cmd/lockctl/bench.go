@@ -49,7 +49,7 @@ func (l *intList) Set(v string) error {
 
 // benchOptions are the flags of bench beyond the workload sizes.
 type benchOptions struct {
-	backends []string
+	backends []benchBackend
 	servers  bool
 	out      string
 	floors   bool
@@ -83,6 +83,7 @@ func (a *app) bench(ctx context.Context, args []string) int {
 	fset.IntVar(&c.Rounds, "rounds", c.Rounds, "timed runs of every workload per backend, interleaving backends (A B A B …); results are totals")
 	failover := fset.Int("failover", 0, "instead of the workloads: this many trials per backend of an election's failover — the leader's lockctl elect process killed (SIGKILL), the time until the standby's command runs")
 	failoverTTL := fset.Duration("failover-ttl", 2*time.Second, "with --failover: the election's TTL")
+	passwordFile := fset.String("password-file", "", "read the password of every --backend URL that takes one from the first line of this file (see Credentials below)")
 	only := fset.String("workloads", strings.Join(benchkit.AllKinds, ","), "comma-separated workloads to run")
 	fset.Usage = func() {
 		fmt.Fprint(fset.Output(), `Usage: lockctl bench [--backend URL]... [--servers] [--out DIR] [flags]
@@ -96,6 +97,7 @@ backend's raw floor, the bare round trips its protocol needs.
 Flags:
 `)
 		fset.PrintDefaults()
+		fmt.Fprint(fset.Output(), "\n"+credentialsHelp)
 	}
 	if err := fset.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -115,10 +117,13 @@ Flags:
 	}
 	c.Waiters = waiters
 	c.Workloads = strings.Split(*only, ",")
-	if err := c.Validate(); err != nil {
+	err := c.Validate()
+	if err != nil {
 		return a.failf(exitUsage, "bench: %v", err)
 	}
-	o.backends = backends
+	if o.backends, err = benchBackends(backends, *passwordFile); err != nil {
+		return a.failf(exitUsage, "bench: %v", err)
+	}
 
 	ctx, stop := a.cancelOnSignal(ctx)
 	defer stop()
@@ -138,11 +143,11 @@ Flags:
 				fmt.Fprintf(a.stderr, "lockctl: bench: %v\n", err)
 			}
 		}()
-		o.backends = append(s.URLs(), o.backends...)
+		o.backends = append(plainBackends(s.URLs()), o.backends...)
 		info = s.Info
 	}
 	if len(o.backends) == 0 {
-		o.backends = []string{"memory://"}
+		o.backends = plainBackends([]string{"memory://"})
 	}
 	if *failover > 0 {
 		return a.benchFailover(ctx, o.backends, *failover, *failoverTTL)
@@ -205,7 +210,8 @@ Flags:
 // after it. On error it returns those it opened, for the caller to close.
 func (a *app) openSubjects(ctx context.Context, c *benchkit.Config, o benchOptions) ([]*benchkit.Subject, error) {
 	var subjects []*benchkit.Subject
-	for _, u := range o.backends {
+	for _, b := range o.backends {
+		u := b.url
 		name := shortName(u)
 		l, err := a.open(ctx, u, locker.WithOwner("lockctl bench"))
 		if err != nil {
@@ -255,21 +261,4 @@ func shortName(raw string) string {
 	s := u.String()
 	i := strings.Index(s, hosts[0]) + len(hosts[0])
 	return s[:i] + fmt.Sprintf(",…+%d", len(hosts)-1) + s[i:]
-}
-
-// redact hides a URL's password.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
-}
-
-func redactArgs(args []string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		out[i] = redact(a)
-	}
-	return strings.Join(out, " ")
 }

@@ -41,21 +41,23 @@ type failoverResult struct {
 // command prints its term; the leader's group is SIGKILLed (no resignation,
 // no clean-up) and the time runs until the standby's command prints. Each
 // trial starts a fresh standby, lets it campaign, then kills the leader.
-func (a *app) benchFailover(ctx context.Context, urls []string, trials int, ttl time.Duration) int {
+func (a *app) benchFailover(ctx context.Context, backends []benchBackend, trials int, ttl time.Duration) int {
 	exe, err := os.Executable()
 	if err != nil {
 		return a.failf(exitUnavailable, "bench: failover: %v", err)
 	}
 	var results []failoverResult
-	for _, u := range urls {
-		if strings.HasPrefix(u, "memory:") {
-			fmt.Fprintf(a.stderr, "lockctl: bench: failover: %s skipped: in-process only, no leader process to kill\n", u)
+	for _, b := range backends {
+		if strings.HasPrefix(b.url, "memory:") {
+			fmt.Fprintf(a.stderr, "lockctl: bench: failover: %s skipped: in-process only, no leader process to kill\n", b.url)
 			continue
 		}
-		u = failoverURL(u, ttl)
-		r := failoverResult{name: shortName(u), ttl: ttl}
+		// The child's arguments end with the URL.
+		child := slices.Clone(b.child)
+		child[len(child)-1] = failoverURL(child[len(child)-1], ttl)
+		r := failoverResult{name: shortName(child[len(child)-1]), ttl: ttl}
 		fmt.Fprintf(a.stderr, "lockctl: bench: failover: %s, %d trials, TTL %v\n", r.name, trials, ttl)
-		r.times, r.err = failoverTrials(ctx, exe, u, trials, ttl, a.stderr)
+		r.times, r.err = failoverTrials(ctx, exe, child, trials, ttl, a.stderr)
 		results = append(results, r)
 		if ctx.Err() != nil {
 			break
@@ -105,9 +107,12 @@ type electChild struct {
 	done  chan struct{} // closed when its output ends
 }
 
-func startElectChild(exe, rawURL, name string, ttl time.Duration, stderr io.Writer) (*electChild, error) {
-	cmd := exec.Command(exe, "elect", "--ttl", ttl.String(), rawURL, name, "--",
-		"sh", "-c", `echo "leading $LOCKER_TOKEN"; exec sleep 3600`)
+// startElectChild starts "lockctl elect" on the backend that backend (flags,
+// then the URL) names.
+func startElectChild(exe string, backend []string, name string, ttl time.Duration, stderr io.Writer) (*electChild, error) {
+	args := append([]string{"elect", "--ttl", ttl.String()}, backend...)
+	args = append(args, name, "--", "sh", "-c", `echo "leading $LOCKER_TOKEN"; exec sleep 3600`)
+	cmd := exec.Command(exe, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group, killed whole
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
@@ -155,12 +160,12 @@ func (c *electChild) waitTerm(ctx context.Context, within time.Duration) (uint64
 	}
 }
 
-func failoverTrials(ctx context.Context, exe, rawURL string, trials int, ttl time.Duration, stderr io.Writer) ([]time.Duration, error) {
+func failoverTrials(ctx context.Context, exe string, backend []string, trials int, ttl time.Duration, stderr io.Writer) ([]time.Duration, error) {
 	var id [5]byte
 	_, _ = crand.Read(id[:])
 	name := "lockctl-bench-failover/" + hex.EncodeToString(id[:])
 	bound := 10*ttl + 30*time.Second // far past any backend's stated bound: a hang, not a figure
-	leader, err := startElectChild(exe, rawURL, name, ttl, stderr)
+	leader, err := startElectChild(exe, backend, name, ttl, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +176,7 @@ func failoverTrials(ctx context.Context, exe, rawURL string, trials int, ttl tim
 	}
 	var times []time.Duration
 	for i := range trials {
-		standby, err := startElectChild(exe, rawURL, name, ttl, stderr)
+		standby, err := startElectChild(exe, backend, name, ttl, stderr)
 		if err != nil {
 			return times, err
 		}

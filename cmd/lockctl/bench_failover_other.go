@@ -7,6 +7,6 @@ import (
 	"time"
 )
 
-func (a *app) benchFailover(context.Context, []string, int, time.Duration) int {
+func (a *app) benchFailover(context.Context, []benchBackend, int, time.Duration) int {
 	return a.failf(exitUsage, "bench: --failover needs process groups (unix)")
 }

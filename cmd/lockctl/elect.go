@@ -24,6 +24,7 @@ func (a *app) elect(ctx context.Context, args []string) int {
 	ttl := fset.Duration("ttl", locker.DefaultTTL, "TTL of the leadership's lease; a crashed leader is replaced after about this long")
 	grace := fset.Duration("grace", defaultGrace, "after leadership is lost, time between SIGTERM and SIGKILL to the command")
 	label := fset.String("label", defaultOwner(), "candidate label, shown to observers")
+	passwordFile := passwordFileFlag(fset)
 	observe := fset.Bool("observe", false, "print each change of leader instead of campaigning")
 	asJSON := fset.Bool("json", false, "with --observe: print one JSON object per change")
 	fset.Usage = func() {
@@ -41,12 +42,17 @@ of its value, one line each, until interrupted.
 Flags:
 `)
 		fset.PrintDefaults()
+		fmt.Fprint(fset.Output(), "\n"+credentialsHelp)
 	}
 	pos, command, status, ok := parseRunArgs(fset, args)
 	if !ok {
 		return status
 	}
 	rawURL, name := pos[0], pos[1]
+	rawURL, err := withCredentials(rawURL, *passwordFile)
+	if err != nil {
+		return a.failf(exitUsage, "elect: %v", err)
+	}
 	switch {
 	case *observe && len(command) > 0:
 		return a.failf(exitUsage, "elect: --observe takes no command")

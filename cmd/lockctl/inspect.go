@@ -46,41 +46,55 @@ func toJSON(i locker.LockInfo) lockJSON {
 	return j
 }
 
-// inspectFlags parses the flags inspect and list share.
-func (a *app) inspectFlags(name, usage string, args []string) (pos []string, asJSON, watch bool, status int) {
+// inspectArgs are the arguments and flags inspect and list share.
+type inspectArgs struct {
+	pos          []string
+	asJSON       bool
+	watch        bool
+	passwordFile string
+}
+
+// inspectFlags parses the flags inspect and list share; status is -1 when
+// the command should go on.
+func (a *app) inspectFlags(name, usage string, args []string) (ia inspectArgs, status int) {
 	fset := flag.NewFlagSet(name, flag.ContinueOnError)
 	fset.SetOutput(a.stderr)
-	j := fset.Bool("json", false, "print JSON (with --watch, one document per redraw)")
-	w := fset.Bool("watch", false, "redraw every second until interrupted, like watch(1)")
+	fset.BoolVar(&ia.asJSON, "json", false, "print JSON (with --watch, one document per redraw)")
+	fset.BoolVar(&ia.watch, "watch", false, "redraw every second until interrupted, like watch(1)")
+	pf := passwordFileFlag(fset)
 	fset.Usage = func() {
 		fmt.Fprint(fset.Output(), usage+"\nFlags:\n")
 		fset.PrintDefaults()
+		fmt.Fprint(fset.Output(), "\n"+credentialsHelp)
 	}
 	if err := fset.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil, false, false, exitOK
+			return ia, exitOK
 		}
-		return nil, false, false, exitUsage
+		return ia, exitUsage
 	}
-	return fset.Args(), *j, *w, -1
+	ia.pos, ia.passwordFile = fset.Args(), *pf
+	return ia, -1
 }
 
 // inspect: lockctl inspect [--json] [--watch] URL KEY.
 func (a *app) inspect(ctx context.Context, args []string) int {
-	pos, asJSON, watch, status := a.inspectFlags("inspect", `Usage: lockctl inspect [flags] URL KEY
+	ia, status := a.inspectFlags("inspect", `Usage: lockctl inspect [flags] URL KEY
 
 Shows who holds KEY on the backend at URL: the holder's owner label, its
 fencing token, when it was granted, the time left and the waiters, as far as
 the backend records them. Exits 0 when KEY is held, 3 when it is free,
-64 usage, 69 backend failure (or a backend without inspection).
+64 usage, 69 backend failure (or a backend without inspection), 77
+credentials refused.
 `, args)
 	if status >= 0 {
 		return status
 	}
+	pos, asJSON := ia.pos, ia.asJSON
 	if len(pos) != 2 {
 		return a.failf(exitUsage, "inspect: want URL KEY (lockctl inspect [--json] [--watch] URL KEY)")
 	}
-	return a.watching(ctx, "inspect", pos[0], watch, func(ctx context.Context, l locker.Locker, w io.Writer) (int, error) {
+	return a.watching(ctx, "inspect", ia, func(ctx context.Context, l locker.Locker, w io.Writer) (int, error) {
 		info, err := locker.Inspect(ctx, l, pos[1])
 		if err != nil {
 			return 0, err
@@ -99,16 +113,17 @@ the backend records them. Exits 0 when KEY is held, 3 when it is free,
 
 // list: lockctl list [--json] [--watch] URL [PREFIX].
 func (a *app) list(ctx context.Context, args []string) int {
-	pos, asJSON, watch, status := a.inspectFlags("list", `Usage: lockctl list [flags] URL [PREFIX]
+	ia, status := a.inspectFlags("list", `Usage: lockctl list [flags] URL [PREFIX]
 
 Lists the locks held on the backend at URL whose keys start with PREFIX
 (all of them without one), with owner, token, grant time, time left and
 waiters. Exits 0, or 64 usage, 69 backend failure (or a backend without
-inspection).
+inspection), 77 credentials refused.
 `, args)
 	if status >= 0 {
 		return status
 	}
+	pos, asJSON := ia.pos, ia.asJSON
 	if len(pos) < 1 || len(pos) > 2 {
 		return a.failf(exitUsage, "list: want URL [PREFIX] (lockctl list [--json] [--watch] URL [PREFIX])")
 	}
@@ -116,7 +131,7 @@ inspection).
 	if len(pos) == 2 {
 		prefix = pos[1]
 	}
-	return a.watching(ctx, "list", pos[0], watch, func(ctx context.Context, l locker.Locker, w io.Writer) (int, error) {
+	return a.watching(ctx, "list", ia, func(ctx context.Context, l locker.Locker, w io.Writer) (int, error) {
 		var locks []locker.LockInfo
 		for info, err := range locker.List(ctx, l, prefix) {
 			if err != nil {
@@ -135,10 +150,15 @@ inspection).
 	})
 }
 
-// watching opens the backend and shows what show prints: once, or, with
-// watch, every second until lockctl is interrupted (status 0).
-func (a *app) watching(ctx context.Context, cmd, rawURL string, watch bool,
+// watching opens the backend at ia.pos[0] and shows what show prints: once,
+// or, with ia.watch, every second until lockctl is interrupted (status 0).
+func (a *app) watching(ctx context.Context, cmd string, ia inspectArgs,
 	show func(context.Context, locker.Locker, io.Writer) (int, error)) int {
+	rawURL, err := withCredentials(ia.pos[0], ia.passwordFile)
+	if err != nil {
+		return a.failf(exitUsage, "%s: %v", cmd, err)
+	}
+	watch := ia.watch
 	l, err := a.open(ctx, rawURL)
 	if err != nil {
 		return a.failf(lockStatus(err), "%s: %v", cmd, err)

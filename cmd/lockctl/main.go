@@ -15,6 +15,22 @@
 // postgres://…); see package locker for the URL forms. Flags of run may come
 // anywhere before the "--" that precedes the command.
 //
+// # Credentials
+//
+// A backend's password comes from its URL (scheme://user:password@host…) or
+// from --password-file FILE (the file's first line), which every subcommand
+// that opens a backend takes; given both ways, lockctl refuses with a usage
+// error rather than guess. Without either, it comes from the engine's own
+// environment variable: REDISCLI_AUTH (redis, rediss, redlock), ETCDCTL_USER
+// ("user:password", or the user with ETCDCTL_PASSWORD) and ETCDCTL_PASSWORD
+// (etcd), PGPASSWORD, PGUSER and ~/.pgpass (postgres, read by pgx itself).
+// ZooKeeper has none: user:password goes in the URL, or the password in a
+// file. --password-file with a scheme that takes no password (memory://) is
+// a usage error. No secret is ever needed on the command line, and lockctl
+// prints none: URLs in its messages and reports are redacted, and the
+// LOCKER_* variables of the command it runs carry no part of the URL but
+// its scheme. The reasons are in docs/design/lockctl-credentials.md.
+//
 // # lockctl run
 //
 // Run acquires KEY, like flock(1) or "etcdctl lock", keeps the lease
@@ -103,6 +119,7 @@
 //	64   usage: bad flags or arguments, a malformed URL or unknown scheme,
 //	     an invalid key or TTL (sysexits EX_USAGE)
 //	69   the backend could not be opened or failed (EX_UNAVAILABLE)
+//	77   the backend refused the credentials, or the permission (EX_NOPERM)
 //	75   the lock is held by another owner: --try found it held, or
 //	     --timeout passed while waiting (EX_TEMPFAIL: try again later)
 //	124  the lease was lost while the command ran; the command was stopped
@@ -112,13 +129,14 @@
 //	128+N  lockctl got signal N while waiting for the lock
 //
 // lockctl elect exits with the status of a command that exited by itself
-// while leading, or with 64, 69, 126, 127 or 128+N as run does (128+N: lockctl
+// while leading, or with 64, 69, 77, 126, 127 or 128+N as run does (128+N: lockctl
 // got signal N while campaigning); it never exits 124: leadership lost means
 // campaigning again. --observe exits 0 when interrupted.
 //
 // lockctl bench exits 0 on success, 1 if a safety check failed (units
 // oversold, or an update lost, with the lock), 64 on a usage error, 69 when
-// a backend could not be opened or failed, and 128+N when stopped by signal N
+// a backend could not be opened or failed, 77 when it refused the
+// credentials, and 128+N when stopped by signal N
 // (the table then shows what was measured so far).
 package main
 
@@ -140,6 +158,7 @@ const (
 	exitFailed      = 1   // bench: a safety check failed
 	exitUsage       = 64  // EX_USAGE
 	exitUnavailable = 69  // EX_UNAVAILABLE
+	exitNoPerm      = 77  // EX_NOPERM: credentials or permissions refused
 	exitLocked      = 75  // EX_TEMPFAIL
 	exitLeaseLost   = 124 // as timeout(1)
 	exitCannotExec  = 126 // as the shells
@@ -240,6 +259,8 @@ Usage:
                       list the locks held under PREFIX
   lockctl help COMMAND
                       show the flags of a command
+
+`+credentialsHelp+`
 
 Backends (by URL scheme): `+strings.Join(locker.Schemes(), ", ")+`
 `)

@@ -35,6 +35,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	timeout := fset.Duration("timeout", 0, fmt.Sprintf("give up waiting for the lock after this long, with status %d (0: wait for ever)", exitLocked))
 	grace := fset.Duration("grace", defaultGrace, "after the lease is lost, time between SIGTERM and SIGKILL to the command")
 	owner := fset.String("owner", defaultOwner(), "holder label, shown by backends that support inspection")
+	passwordFile := passwordFileFlag(fset)
 	minHold := fset.Duration("min-hold", 0, "keep the lock held on the server at least this long after the grant, even if COMMAND ends sooner (a job on every replica runs at most once per interval)")
 	fset.Usage = func() {
 		fmt.Fprint(fset.Output(), `Usage: lockctl run [flags] URL KEY -- COMMAND [ARGS...]
@@ -43,17 +44,22 @@ Runs COMMAND while holding the lock KEY on the backend at URL, refreshing the
 lease; stops COMMAND if the lease is lost. COMMAND gets LOCKER_KEY,
 LOCKER_TOKEN (the fencing token), LOCKER_TTL and LOCKER_BACKEND in its
 environment. Exits with COMMAND's status, or 64 usage, 69 backend failure,
-75 lock held (--try, --timeout), 124 lease lost, 126/127 command not runnable.
+77 credentials refused, 75 lock held (--try, --timeout), 124 lease lost, 126/127 command not runnable.
 
 Flags:
 `)
 		fset.PrintDefaults()
+		fmt.Fprint(fset.Output(), "\n"+credentialsHelp)
 	}
 	pos, command, status, ok := parseRunArgs(fset, args)
 	if !ok {
 		return status
 	}
 	rawURL, key := pos[0], pos[1]
+	rawURL, err := withCredentials(rawURL, *passwordFile)
+	if err != nil {
+		return a.failf(exitUsage, "run: %v", err)
+	}
 	switch {
 	case len(command) == 0:
 		return a.failf(exitUsage, "run: no command given (lockctl run URL KEY -- COMMAND [ARGS...])")
@@ -275,6 +281,8 @@ func lockStatus(err error) int {
 	switch {
 	case errors.Is(err, locker.ErrLocked):
 		return exitLocked
+	case errors.Is(err, locker.ErrUnauthorized):
+		return exitNoPerm
 	case errors.Is(err, locker.ErrInvalidURL),
 		errors.Is(err, locker.ErrInvalidKey),
 		errors.Is(err, locker.ErrInvalidOption):
