@@ -60,12 +60,18 @@ func (h *harness) NewUnreachableLocker(ctx context.Context, _ *testing.T) (locke
 	return locker.Open(ctx, zkURL([]string{"127.0.0.1:1"}, "/locker"))
 }
 
+// TestConformance runs the suite on one server with every Locker
+// authenticated as one identity (digest), as in production: every node the
+// suite makes carries that identity's ACL alone. The ensemble's run below
+// covers unauthenticated Lockers.
 func TestConformance(t *testing.T) {
 	// Writes wait for a disk flush (several milliseconds in the test
 	// container, far more on a loaded machine), and reads queue behind
 	// them: a refresh (a sync and a read) of one of the thousand locks the
 	// suite holds at once must fit in a third of the TTL.
-	conformance.Run(t, newHarness(t, 5*time.Second, []string{testenv.ZooKeeper(t).Addr()}))
+	h := &digestHarness{harness: newHarness(t, 5*time.Second, []string{testenv.ZooKeeper(t).Addr()})}
+	h.root = topRoot(t)
+	conformance.Run(t, h)
 }
 
 func TestConformance_Ensemble(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/locker"
-	"github.com/distlock/locker/conformance"
 	"github.com/distlock/locker/internal/secretcheck"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/zookeeper"
@@ -309,15 +308,6 @@ func TestDigest_Reconnect_StillAuthenticated(t *testing.T) {
 	if d.dials < 2 {
 		t.Fatalf("%d connection(s) made: the connection was never re-established", d.dials)
 	}
-}
-
-// The conformance suite, every Locker authenticated as one identity: every
-// node the suite makes carries that identity's ACL alone.
-func TestConformance_Digest(t *testing.T) {
-	servers := []string{testenv.ZooKeeper(t).Addr()}
-	h := &digestHarness{harness: newHarness(t, 5*time.Second, servers)}
-	h.root = topRoot(t)
-	conformance.Run(t, h)
 }
 
 // digestHarness is harness, its Lockers opened from a URL with
