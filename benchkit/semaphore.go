@@ -42,8 +42,7 @@ func semaphore(ctx context.Context, ms []Mutex, key string, n, contenders, ops i
 		holders     atomic.Int64
 		peak        atomic.Int64
 		over        atomic.Int64
-		mu          sync.Mutex
-		lat         = make([]time.Duration, 0, ops)
+		lat         = latencies{all: make([]time.Duration, 0, ops)}
 		errs        errorCount
 		wg          sync.WaitGroup
 		start       = make(chan struct{})
@@ -60,11 +59,7 @@ func semaphore(ctx context.Context, ms []Mutex, key string, n, contenders, ops i
 			defer wg.Done()
 			<-start
 			var mine []time.Duration
-			defer func() {
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
-			}()
+			defer lat.add(&mine)
 			for remaining.Add(-1) >= 0 {
 				t0 := time.Now()
 				release, err := m.Lock(ctx, key)
@@ -91,7 +86,7 @@ func semaphore(ctx context.Context, ms []Mutex, key string, n, contenders, ops i
 	t0 := time.Now()
 	close(start)
 	wg.Wait()
-	r := &Result{Permits: n, Peak: int(peak.Load()), OverLimit: int(over.Load()), Ops: len(lat), Elapsed: time.Since(t0), samples: lat}
+	r := &Result{Permits: n, Peak: int(peak.Load()), OverLimit: int(over.Load()), Ops: len(lat.all), Elapsed: time.Since(t0), samples: lat.all}
 	errs.fill(r)
 	if r.Errors > 0 {
 		return r, fmt.Errorf("%d of %d permits granted; first error: %s", r.Ops, ops, r.FirstError)

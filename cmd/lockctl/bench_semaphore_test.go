@@ -27,21 +27,6 @@ func TestBench_Semaphore_Memory(t *testing.T) {
 	}
 }
 
-func TestBench_Semaphore_BadSizes_Usage(t *testing.T) {
-	for _, args := range [][]string{
-		{"bench", "--permits", "0"},
-		{"bench", "--sem-contenders", "0"},
-		{"bench", "--sem-lockers", "0"},
-		{"bench", "--sem-ops", "0"},
-		{"bench", "--sem-hold", "-1ms"},
-	} {
-		a, _, stderr := testApp()
-		if code := a.main(context.Background(), args); code != exitUsage {
-			t.Errorf("%q: exit %d, want %d; stderr: %s", args, code, exitUsage, stderr)
-		}
-	}
-}
-
 // TestBench_Semaphore_RealBackends runs the semaphore workload, quick, on
 // each server backend: the limit holds on every backend with permits, and
 // Redlock's refusal (ErrUnsupported) is reported without failing the run.
