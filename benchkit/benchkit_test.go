@@ -289,3 +289,26 @@ func TestProgress_DrawsBar(t *testing.T) {
 		t.Error("progress bar made for a non-terminal")
 	}
 }
+
+// TestReport_OneWaiter_DrawsCharts: with a single number of waiters the
+// handoff charts have one point per subject, and their log axes a range of
+// zero width, which gonum widens to start at 0 and then panics on.
+func TestReport_OneWaiter_DrawsCharts(t *testing.T) {
+	dir := t.TempDir()
+	c := testConfig()
+	c.Workloads = []string{KindUncontended, KindHandoff}
+	c.Waiters, c.Ops, c.Handoffs = []int{1}, 20, 20
+	results, err := Run(context.Background(), c, []*Subject{memorySubject(t)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Report{Title: "t", Command: "cmd", Started: time.Now(), Finished: time.Now(), Machine: ThisMachine(), Config: c, Results: results}
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"handoff-latency-all.svg", "handoff-rate-all.png"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

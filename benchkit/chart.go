@@ -159,12 +159,23 @@ func byKind(results []*Result, kind string) []*Result {
 }
 
 func save(p *plot.Plot, dir, base string) error {
+	widenLog(&p.X)
+	widenLog(&p.Y)
 	for _, ext := range []string{".svg", ".png"} {
 		if err := p.Save(9*vg.Inch, 5.5*vg.Inch, filepath.Join(dir, base+ext)); err != nil {
 			return fmt.Errorf("chart %s%s: %w", base, ext, err)
 		}
 	}
 	return nil
+}
+
+// widenLog gives a log axis whose data span one value (one number of
+// waiters, one subject's rate) a range around it: gonum widens an empty
+// range by ±1, which reaches 0 and panics on a log scale.
+func widenLog(a *plot.Axis) {
+	if _, ok := a.Scale.(plot.LogScale); ok && a.Min == a.Max && a.Min > 0 {
+		a.Min, a.Max = a.Min/2, a.Max*2
+	}
 }
 
 // slug makes a file-name part of s.

@@ -25,6 +25,12 @@ type Config struct {
 	ManyKeys    int // many keys: distinct keys they pick from at random
 	ManyOps     int // many keys: acquire+release pairs per run
 
+	Permits       int           // semaphore: holders the key admits at once (locker.WithLimit)
+	SemContenders int           // semaphore: goroutines contending for the permits of one key
+	SemLockers    int           // semaphore: Lockers (clients) the contenders are spread over
+	SemOps        int           // semaphore: permits granted per run
+	SemHold       time.Duration // semaphore: how long each holder keeps its permit
+
 	Buyers   int           // flash sale: concurrent buyers
 	Stock    int           // flash sale: units in stock
 	Pauses   int           // flash sale: holders that stall past their TTL
@@ -47,7 +53,7 @@ type Config struct {
 var DefaultWaiters = []int{1, 8, 32, 128}
 
 // AllKinds lists the workload kinds in the order they run and print.
-var AllKinds = []string{KindFlashSale, KindFlashSaleUnlocked, KindUncontended, KindHandoff, KindManyKeys}
+var AllKinds = []string{KindFlashSale, KindFlashSaleUnlocked, KindUncontended, KindHandoff, KindManyKeys, KindSemaphore}
 
 // NewConfig returns the default sizes and a fresh key prefix.
 func NewConfig() *Config {
@@ -55,6 +61,7 @@ func NewConfig() *Config {
 		Workloads: slices.Clone(AllKinds),
 		Ops:       1000, Waiters: slices.Clone(DefaultWaiters), Handoffs: 200,
 		ManyWorkers: 64, ManyKeys: 1000, ManyOps: 2000,
+		Permits: 4, SemContenders: 64, SemLockers: 4, SemOps: 1000, SemHold: time.Millisecond,
 		Buyers: 10000, Stock: 100, Pauses: 3, PauseTTL: 100 * time.Millisecond,
 		TTL: locker.DefaultTTL, Rounds: 3, Prefix: RandomPrefix("bench"),
 	}
@@ -65,6 +72,7 @@ func NewConfig() *Config {
 func (c *Config) Quick() {
 	c.Ops, c.Handoffs, c.Buyers, c.Stock, c.Pauses, c.Rounds = 30, 20, 500, 20, 1, 1
 	c.ManyWorkers, c.ManyKeys, c.ManyOps = 16, 50, 100
+	c.SemContenders, c.SemLockers, c.SemOps = 16, 2, 50
 	c.Waiters = []int{1, 8}
 }
 
@@ -85,6 +93,7 @@ func (c *Config) Validate() error {
 		{"buyers", c.Buyers, 1}, {"stock", c.Stock, 0}, {"pauses", c.Pauses, 0}, {"ops", c.Ops, 1},
 		{"handoffs", c.Handoffs, 1}, {"many-workers", c.ManyWorkers, 1}, {"many-keys", c.ManyKeys, 1},
 		{"many-ops", c.ManyOps, 1}, {"rounds", c.Rounds, 1},
+		{"permits", c.Permits, 1}, {"sem-contenders", c.SemContenders, 1}, {"sem-lockers", c.SemLockers, 1}, {"sem-ops", c.SemOps, 1},
 	} {
 		if v.n < v.min {
 			return fmt.Errorf("--%s %d: want at least %d", v.name, v.n, v.min)
@@ -100,6 +109,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TTL <= 0 || c.PauseTTL <= 0 {
 		return errors.New("--ttl and --pause-ttl must be positive")
+	}
+	if c.SemHold < 0 {
+		return errors.New("--sem-hold must not be negative")
 	}
 	for _, k := range c.Workloads {
 		if !slices.Contains(AllKinds, k) {

@@ -1,7 +1,7 @@
 // Package benchkit is the workload engine behind `lockctl bench` and the
 // peer-library comparison in the bench/ module: the workloads (uncontended
 // acquire+release, handoff between W waiters on one key, many keys, the
-// flash sale), the interleaving of subjects round by round, and the outputs
+// flash sale, a semaphore of N permits), the interleaving of subjects round by round, and the outputs
 // (terminal table, report.md, results.json, SVG and PNG charts).
 //
 // It is not part of locker's API: it exists so that lockctl and the separate
@@ -19,6 +19,10 @@
 // A floor is not a lock: its "lock" and "release" are the bare round trips
 // the group's protocol needs (see package floor), so it runs the uncontended
 // and many-keys workloads but not the contended ones.
+//
+// The semaphore workload spreads its contenders over the subject's Locker
+// and its Others (see [Subject.AddLockers]): separate clients, as separate
+// processes would have.
 //
 // # Interleaving
 //

@@ -161,8 +161,8 @@ func (r *Report) Markdown() []byte {
 	c := r.Config
 	fmt.Fprintf(&b, "## Sizes\n\n%d round(s), subjects interleaved within each round (A B C A B C …), each after an untimed warm-up run; "+
 		"uncontended: %d acquire+release pairs per round on one key; handoff: %d handoffs per round with %s waiters on one key; "+
-		"many keys: %d workers, %d keys, %d pairs per round; flash sale (one round: it shows safety; its wall time is set by the paused holders' TTLs, which etcd rounds up to whole seconds and ZooKeeper to the session timeout): %d buyers, %d units, %d paused holders; TTL %v.\n\n",
-		c.Rounds, c.Ops, c.Handoffs, joinInts(c.Waiters), c.ManyWorkers, c.ManyKeys, c.ManyOps, c.Buyers, c.Stock, c.Pauses, c.TTL)
+		"many keys: %d workers, %d keys, %d pairs per round; %sflash sale (one round: it shows safety; its wall time is set by the paused holders' TTLs, which etcd rounds up to whole seconds and ZooKeeper to the session timeout): %d buyers, %d units, %d paused holders; TTL %v.\n\n",
+		c.Rounds, c.Ops, c.Handoffs, joinInts(c.Waiters), c.ManyWorkers, c.ManyKeys, c.ManyOps, semaphoreSizes(c), c.Buyers, c.Stock, c.Pauses, c.TTL)
 	if fl := floors(r.Results); len(fl) > 0 {
 		b.WriteString("## Floors\n\nThe floor of a group is the bare round trips its protocol needs for one acquire+release, made with the engine's own client in the same run. `p50÷floor` is a row's p50 latency over the floor's uncontended p50; `ops÷floor` its throughput over the floor's in the same workload.\n\n")
 		t := Table{{"group", "floor"}}
@@ -197,6 +197,15 @@ func (r *Report) Markdown() []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// semaphoreSizes describes the semaphore workload's sizes, if it runs.
+func semaphoreSizes(c *Config) string {
+	if !c.runs(KindSemaphore) {
+		return ""
+	}
+	return fmt.Sprintf("semaphore: %d permits of one key, %d contenders over %d Lockers, each holding its permit %v, %d permits granted per round; ",
+		c.Permits, c.SemContenders, c.SemLockers, c.SemHold, c.SemOps)
 }
 
 func floors(results []*Result) []*Subject {

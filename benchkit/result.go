@@ -14,6 +14,7 @@ const (
 	KindUncontended       = "uncontended"
 	KindHandoff           = "handoff"
 	KindManyKeys          = "many-keys"
+	KindSemaphore         = "semaphore"
 )
 
 // Result is what one workload measured on one subject, merged over rounds.
@@ -31,6 +32,14 @@ type Result struct {
 	Oversold int  `json:"oversold,omitempty"` // sold beyond the stock
 	Refused  int  `json:"refused,omitempty"`  // accesses the fencing guard refused as stale
 	Paused   int  `json:"paused,omitempty"`   // holders that stalled past their TTL
+
+	// Permits, above 0, marks a semaphore run: the key's limit of holders.
+	Permits   int `json:"permits,omitempty"`
+	Peak      int `json:"peak_holders,omitempty"` // most holders counted at once
+	OverLimit int `json:"over_limit,omitempty"`   // grants that found more than Permits holders
+	// Unsupported is the backend's refusal of permits (ErrUnsupported);
+	// the run then measured nothing and did not fail.
+	Unsupported string `json:"unsupported,omitempty"`
 
 	Ops     int           `json:"ops"`     // operations timed
 	Elapsed time.Duration `json:"elapsed"` // wall time of the timed part
@@ -71,6 +80,11 @@ func (m *Result) merge(r *Result) *Result {
 	m.Oversold += r.Oversold
 	m.Refused += r.Refused
 	m.Paused += r.Paused
+	m.Peak = max(m.Peak, r.Peak)
+	m.OverLimit += r.OverLimit
+	if m.Unsupported == "" {
+		m.Unsupported = r.Unsupported
+	}
 	m.Ops += r.Ops
 	m.Elapsed += r.Elapsed
 	m.Errors += r.Errors

@@ -84,6 +84,18 @@ func (c *Config) workloads() []*workload {
 				return manyKeys(ctx, s, key, c.ManyWorkers, c.ManyKeys, c.ManyOps, p, false)
 			}})
 	}
+	if c.runs(KindSemaphore) {
+		ws = append(ws, &workload{kind: KindSemaphore,
+			label:   fmt.Sprintf("semaphore, %d permits, %d contenders", c.Permits, c.SemContenders),
+			waiters: c.SemContenders, perSubject: true, applies: isLocker, units: c.SemOps,
+			run: func(ctx context.Context, s *Subject, key string, warm bool, p *Progress) (*Result, error) {
+				n := c.SemOps
+				if warm {
+					n, p = c.SemContenders, nil // every contender's client connects
+				}
+				return semaphore(ctx, s.permitMutexes(c.Permits), key, c.Permits, c.SemContenders, n, sleeper(c.SemHold), p)
+			}})
+	}
 	return ws
 }
 
@@ -149,7 +161,7 @@ func Run(ctx context.Context, c *Config, subjects []*Subject, p *Progress) ([]*R
 				r, err := c.bounded(ctx, func(ctx context.Context) (*Result, error) { return w.run(ctx, s, key(i), false, p) })
 				if r != nil {
 					r.Workload, r.Kind, r.Subject = w.label, w.kind, s
-					if w.kind == KindHandoff || w.kind == KindManyKeys {
+					if w.kind == KindHandoff || w.kind == KindManyKeys || w.kind == KindSemaphore {
 						r.Waiters = w.waiters
 					}
 					merged[i] = merged[i].merge(r)

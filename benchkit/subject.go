@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"context"
+	"errors"
 
 	"github.com/distlock/locker"
 )
@@ -42,8 +43,15 @@ type Subject struct {
 	// Locker is set for our backends: the flash sale needs fencing tokens,
 	// which only they give.
 	Locker locker.Locker `json:"-"`
+	// Others are further Lockers of the same backend, each with clients
+	// of its own, as other processes would have (see AddLockers); the
+	// semaphore workload spreads its contenders over Locker and these.
+	Others []locker.Locker `json:"-"`
 	// Close releases the subject's clients; nil if there is nothing to close.
 	Close func() error `json:"-"`
+
+	// opts are the options every acquisition of Locker passes.
+	opts []locker.Option
 }
 
 // exclusive reports whether the subject is a lock (floors are not).
@@ -70,5 +78,22 @@ func (m lockerMutex) Lock(ctx context.Context, key string) (Release, error) {
 
 // Ours makes the subject of a locker backend.
 func Ours(name, group string, l locker.Locker, opts ...locker.Option) *Subject {
-	return &Subject{Name: name, Group: group, Role: RoleOurs, Mutex: LockerMutex(l, opts...), Locker: l, Close: l.Close}
+	return &Subject{Name: name, Group: group, Role: RoleOurs, Mutex: LockerMutex(l, opts...), Locker: l, Close: l.Close, opts: opts}
+}
+
+// AddLockers adds further Lockers of the subject's backend to Others;
+// Close closes them too.
+func (s *Subject) AddLockers(ls ...locker.Locker) {
+	s.Others = append(s.Others, ls...)
+	prev := s.Close
+	s.Close = func() error {
+		var errs []error
+		if prev != nil {
+			errs = append(errs, prev())
+		}
+		for _, l := range ls {
+			errs = append(errs, l.Close())
+		}
+		return errors.Join(errs...)
+	}
 }

@@ -28,9 +28,12 @@ func ResultsTable(results []*Result) Table {
 		}
 		l := r.Summary()
 		p50, ops := FloorRatios(results, r)
+		rate := fmt.Sprintf("%.0f", r.OpsPerSec())
+		if r.Unsupported != "" {
+			rate = "unsupported"
+		}
 		t = append(t, []string{
-			r.Workload, r.Backend(), sold, over, refused,
-			fmt.Sprintf("%.0f", r.OpsPerSec()),
+			r.Workload, r.Backend(), sold, over, refused, rate,
 			FmtDuration(l.P50), FmtDuration(l.P90), FmtDuration(l.P99), FmtDuration(l.Max),
 			fmtRatio(p50), fmtRatio(ops),
 		})
@@ -168,15 +171,21 @@ func sig3(v float64) string {
 	}
 }
 
-// WriteVerdicts states what the flash sale proved, in words, and reports
-// whether every safety check held: with the lock, nothing oversold, no update
-// lost (the units left and sold add up to the stock), and no operation failed.
+// WriteVerdicts states what the flash sale and the semaphore proved, in
+// words, and reports whether every safety check held: with the lock,
+// nothing oversold, no update lost (the units left and sold add up to the
+// stock); never more holders of a semaphore than its permits; and no
+// operation failed. A backend without permits is reported, not failed.
 func WriteVerdicts(w io.Writer, results []*Result) bool {
 	ok := true
 	for _, r := range results {
 		if r.Errors > 0 {
 			ok = false
 			fmt.Fprintf(w, "FAIL  %s on %s: %d operations failed, first: %s\n", r.Workload, r.Backend(), r.Errors, r.FirstError)
+		}
+		if r.Permits > 0 {
+			ok = semaphoreVerdict(w, r) && ok
+			continue
 		}
 		if !r.Sales {
 			continue
@@ -195,4 +204,20 @@ func WriteVerdicts(w io.Writer, results []*Result) bool {
 			r.Backend(), r.Sold, r.Stock, r.Paused, r.Refused)
 	}
 	return ok
+}
+
+// semaphoreVerdict states what a semaphore run showed and whether the
+// limit held.
+func semaphoreVerdict(w io.Writer, r *Result) bool {
+	switch {
+	case r.Unsupported != "":
+		fmt.Fprintf(w, "n/a   semaphore on %s: unsupported (%s)\n", r.Backend(), r.Unsupported)
+	case r.OverLimit > 0 || r.Peak > r.Permits:
+		fmt.Fprintf(w, "FAIL  semaphore on %s: %d holders at once with %d permits; %d of %d grants found more than %d holders\n",
+			r.Backend(), r.Peak, r.Permits, r.OverLimit, r.Ops, r.Permits)
+		return false
+	default:
+		fmt.Fprintf(w, "ok    semaphore on %s: at most %d holders at once with %d permits, over %d grants\n", r.Backend(), r.Peak, r.Permits, r.Ops)
+	}
+	return true
 }

@@ -28,6 +28,19 @@ func (e *errorCount) fill(r *Result) {
 	}
 }
 
+// latencies gathers the samples of many goroutines, each adding its own
+// when it ends.
+type latencies struct {
+	mu  sync.Mutex
+	all []time.Duration
+}
+
+func (l *latencies) add(mine *[]time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, *mine...)
+}
+
 // uncontended times n lock+release pairs on one key from one goroutine: the
 // cost of the lock when nobody else wants it.
 func uncontended(ctx context.Context, s *Subject, key string, n int, p *Progress) (*Result, error) {
@@ -70,8 +83,7 @@ func handoff(ctx context.Context, s *Subject, key string, w, n int, p *Progress)
 		lastRelease atomic.Int64 // since base, in ns; 0 before the first release
 		lastHolder  atomic.Int64 // the waiter that held last; -1 before the first grant
 		end         atomic.Int64 // since base, in ns: the n-th grant
-		mu          sync.Mutex
-		lat         = make([]time.Duration, 0, n)
+		lat         = latencies{all: make([]time.Duration, 0, n)}
 		errs        errorCount
 		wg          sync.WaitGroup
 	)
@@ -84,11 +96,7 @@ func handoff(ctx context.Context, s *Subject, key string, w, n int, p *Progress)
 			defer wg.Done()
 			<-start
 			var mine []time.Duration
-			defer func() {
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
-			}()
+			defer lat.add(&mine)
 			for {
 				release, err := s.Mutex.Lock(ctx, key)
 				if err != nil {
@@ -136,7 +144,7 @@ func handoff(ctx context.Context, s *Subject, key string, w, n int, p *Progress)
 	if stop == 0 {
 		stop = time.Since(base)
 	}
-	r := &Result{Ops: n - int(max(0, remaining.Load())), Elapsed: stop - t0, samples: lat}
+	r := &Result{Ops: n - int(max(0, remaining.Load())), Elapsed: stop - t0, samples: lat.all}
 	errs.fill(r)
 	if r.Errors > 0 && r.Ops < n {
 		return r, fmt.Errorf("%d of %d handoffs done; first error: %s", r.Ops, n, r.FirstError)
@@ -154,8 +162,7 @@ func manyKeys(ctx context.Context, s *Subject, prefix string, workers, keys, n i
 	}
 	var (
 		remaining atomic.Int64
-		mu        sync.Mutex
-		lat       = make([]time.Duration, 0, n)
+		lat       = latencies{all: make([]time.Duration, 0, n)}
 		errs      errorCount
 		wg        sync.WaitGroup
 	)
@@ -166,11 +173,7 @@ func manyKeys(ctx context.Context, s *Subject, prefix string, workers, keys, n i
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
-			defer func() {
-				mu.Lock()
-				lat = append(lat, mine...)
-				mu.Unlock()
-			}()
+			defer lat.add(&mine)
 			for {
 				i := remaining.Add(-1)
 				if i < 0 {
@@ -195,7 +198,7 @@ func manyKeys(ctx context.Context, s *Subject, prefix string, workers, keys, n i
 		}()
 	}
 	wg.Wait()
-	r := &Result{Ops: len(lat), Elapsed: time.Since(t0), samples: lat}
+	r := &Result{Ops: len(lat.all), Elapsed: time.Since(t0), samples: lat.all}
 	errs.fill(r)
 	if r.Errors > 0 {
 		return r, fmt.Errorf("%d of %d operations failed; first error: %s", r.Errors, n, r.FirstError)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,11 @@ func (a *app) bench(ctx context.Context, args []string) int {
 	fset.IntVar(&c.ManyWorkers, "many-workers", c.ManyWorkers, "many keys: concurrent workers")
 	fset.IntVar(&c.ManyKeys, "many-keys", c.ManyKeys, "many keys: keys the workers pick from at random")
 	fset.IntVar(&c.ManyOps, "many-ops", c.ManyOps, "many keys: acquire+release pairs per round")
+	fset.IntVar(&c.Permits, "permits", c.Permits, "semaphore: permits of the key (locker.WithLimit)")
+	fset.IntVar(&c.SemContenders, "sem-contenders", c.SemContenders, "semaphore: goroutines contending for the permits")
+	fset.IntVar(&c.SemLockers, "sem-lockers", c.SemLockers, "semaphore: Lockers (each with its own clients) the contenders are spread over")
+	fset.IntVar(&c.SemOps, "sem-ops", c.SemOps, "semaphore: permits granted per round")
+	fset.DurationVar(&c.SemHold, "sem-hold", c.SemHold, "semaphore: how long each holder keeps its permit")
 	fset.DurationVar(&c.TTL, "ttl", c.TTL, "lease TTL of every other acquisition")
 	fset.IntVar(&c.Rounds, "rounds", c.Rounds, "timed runs of every workload per backend, interleaving backends (A B A B …); results are totals")
 	failover := fset.Int("failover", 0, "instead of the workloads: this many trials per backend of an election's failover — the leader's lockctl elect process killed (SIGKILL), the time until the standby's command runs")
@@ -91,8 +97,11 @@ func (a *app) bench(ctx context.Context, args []string) int {
 Measures lock backends side by side, each workload interleaved across them:
 a flash sale with and without the lock (units sold, oversold, stale writes
 refused by the fencing guard), uncontended acquire+release, handoff between
-W waiters on one key, and many workers over many keys — each beside the
-backend's raw floor, the bare round trips its protocol needs.
+W waiters on one key, many workers over many keys, and a semaphore (N
+permits of one key, contenders spread over several Lockers, a counter
+checking that never more than N hold at once; "unsupported" on a backend
+without permits) — each beside the backend's raw floor, the bare round
+trips its protocol needs.
 
 Flags:
 `)
@@ -217,7 +226,17 @@ func (a *app) openSubjects(ctx context.Context, c *benchkit.Config, o benchOptio
 		if err != nil {
 			return subjects, err
 		}
-		subjects = append(subjects, benchkit.Ours(name, name, l, locker.WithTTL(c.TTL)))
+		s := benchkit.Ours(name, name, l, locker.WithTTL(c.TTL))
+		subjects = append(subjects, s)
+		if slices.Contains(c.Workloads, benchkit.KindSemaphore) {
+			for range c.SemLockers - 1 {
+				l, err := a.open(ctx, u, locker.WithOwner("lockctl bench"))
+				if err != nil {
+					return subjects, err
+				}
+				s.AddLockers(l)
+			}
+		}
 		if !o.floors {
 			continue
 		}
@@ -234,8 +253,9 @@ func (a *app) openSubjects(ctx context.Context, c *benchkit.Config, o benchOptio
 
 // header describes the run, so that a pasted table says what it measured.
 func header(c *benchkit.Config) string {
-	s := fmt.Sprintf("lockctl bench: flash sale %d buyers, %d units, %d paused holders; %d ops; %d handoffs with %s waiters; many keys %d workers × %d keys, %d ops; TTL %v; GOMAXPROCS %d",
-		c.Buyers, c.Stock, c.Pauses, c.Ops, c.Handoffs, (*intList)(&c.Waiters).String(), c.ManyWorkers, c.ManyKeys, c.ManyOps, c.TTL, runtime.GOMAXPROCS(0))
+	s := fmt.Sprintf("lockctl bench: flash sale %d buyers, %d units, %d paused holders; %d ops; %d handoffs with %s waiters; many keys %d workers × %d keys, %d ops; semaphore %d permits, %d contenders over %d Lockers, hold %v, %d grants; TTL %v; GOMAXPROCS %d",
+		c.Buyers, c.Stock, c.Pauses, c.Ops, c.Handoffs, (*intList)(&c.Waiters).String(), c.ManyWorkers, c.ManyKeys, c.ManyOps,
+		c.Permits, c.SemContenders, c.SemLockers, c.SemHold, c.SemOps, c.TTL, runtime.GOMAXPROCS(0))
 	if c.Rounds > 1 {
 		s += fmt.Sprintf("; totals over %d rounds", c.Rounds)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -29,12 +30,21 @@ func TestBench_TwoBackends_SideBySide(t *testing.T) {
 		"ok    flash sale on memory://" + t.Name() + "a: 100 units sold of 100, none oversold",
 		"ok    flash sale on memory://" + t.Name() + "b: 100 units sold of 100, none oversold",
 		"without a lock:",
-		"uncontended acquire+release       memory://" + t.Name() + "a",
-		"handoff, 4 waiters                memory://" + t.Name() + "b",
-		"many keys, 64 workers, 1000 keys  memory://" + t.Name() + "a",
+		"ok    semaphore on memory://" + t.Name() + "b: at most ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Table rows: the workload column is as wide as its longest label.
+	for _, row := range []string{
+		`uncontended acquire\+release +memory://` + t.Name() + "a ",
+		`handoff, 4 waiters +memory://` + t.Name() + "b ",
+		`many keys, 64 workers, 1000 keys +memory://` + t.Name() + "a ",
+		`semaphore, 4 permits, 64 contenders +memory://` + t.Name() + "a ",
+	} {
+		if !regexp.MustCompile(row).MatchString(out) {
+			t.Errorf("output lacks a row matching %q:\n%s", row, out)
 		}
 	}
 	if stderr.Len() != 0 {
@@ -99,6 +109,11 @@ func TestBench_BadInput_Usage(t *testing.T) {
 		{"bench", "--ttl", "-1s"},
 		{"bench", "--waiters", "0"},
 		{"bench", "--waiters", "x"},
+		{"bench", "--permits", "0"},
+		{"bench", "--sem-contenders", "0"},
+		{"bench", "--sem-lockers", "0"},
+		{"bench", "--sem-ops", "0"},
+		{"bench", "--sem-hold", "-1ms"},
 		{"bench", "stray"},
 		{"bench", "--backend", "nosuch://x"},
 		{"bench", "--no-such-flag"},
