@@ -68,7 +68,9 @@ func ForURL(ctx context.Context, rawURL, group string) (*benchkit.Subject, error
 			s, err = Redis(ctx, urls[0])
 		}
 	case "etcd":
-		if q.Get("tls") != "" || q.Get("ca_file") != "" || q.Get("cert_file") != "" {
+		// The floor's client speaks neither TLS nor etcd's authentication:
+		// no floor then, as for an authenticated ZooKeeper.
+		if q.Get("tls") != "" || q.Get("ca_file") != "" || q.Get("cert_file") != "" || u.User != nil {
 			return nil, nil
 		}
 		s, err = Etcd(ctx, withPorts(u.Host, "2379"))
