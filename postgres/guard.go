@@ -153,7 +153,9 @@ func (g *Guard) prepare(ctx context.Context, resource string, token uint64) erro
 
 func (g *Guard) result(resource string, token uint64, tag pgconn.CommandTag, err error) error {
 	if err != nil {
-		return fmt.Errorf("postgres: guard: admit %q: %w", resource, err)
+		err = fmt.Errorf("postgres: guard: admit %q: %w", resource, err)
+		authz(&err)
+		return err
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w: resource %q: token %d is below the highest admitted", fencing.ErrStaleToken, resource, token)
