@@ -131,7 +131,8 @@ func (g *Guard) Write(ctx context.Context, resource string, token uint64, fn fun
 	})
 }
 
-func (g *Guard) prepare(ctx context.Context, resource string, token uint64) error {
+func (g *Guard) prepare(ctx context.Context, resource string, token uint64) (err error) {
+	defer authz(&err)
 	if err := sqlfence.Check("postgres: guard", resource, token, ErrTokenRange); err != nil {
 		return err
 	}

@@ -45,27 +45,19 @@ func newSecure(t *testing.T) *secure {
 	s := &secure{srv: srv, ownerPW: "owner-" + launch.RandomID(8), appPW: "app-" + launch.RandomID(8), otherPW: "other-" + launch.RandomID(8)}
 	ctx := ctxT(t, time.Minute)
 	root := adminConn(t, srv.AdminURL("postgres"))
-	for _, q := range []string{
-		"CREATE DATABASE " + secureDB,
-		"REVOKE ALL ON DATABASE " + secureDB + " FROM PUBLIC",
-		"CREATE ROLE owner LOGIN PASSWORD '" + s.ownerPW + "'",
-		"CREATE ROLE app LOGIN PASSWORD '" + s.appPW + "'",
-		"CREATE ROLE other LOGIN PASSWORD '" + s.otherPW + "'",
-		"GRANT CONNECT ON DATABASE " + secureDB + " TO owner, app, other",
-	} {
-		if _, err := root.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	execAll(t, root,
+		"CREATE DATABASE "+secureDB,
+		"REVOKE ALL ON DATABASE "+secureDB+" FROM PUBLIC",
+		"CREATE ROLE owner LOGIN PASSWORD '"+s.ownerPW+"'",
+		"CREATE ROLE app LOGIN PASSWORD '"+s.appPW+"'",
+		"CREATE ROLE other LOGIN PASSWORD '"+s.otherPW+"'",
+		"GRANT CONNECT ON DATABASE "+secureDB+" TO owner, app, other",
+	)
 	db := s.admin(t)
-	for _, q := range []string{
+	execAll(t, db,
 		"CREATE SCHEMA locks AUTHORIZATION owner",
 		"CREATE SCHEMA other AUTHORIZATION other",
-	} {
-		if _, err := db.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	// The migration, as the schema's owner: the documented statements.
 	ddl, err := postgres.SchemaSQL("locks", postgres.DefaultTable)
 	if err != nil {
@@ -215,26 +207,10 @@ func firstErr(seq iter.Seq2[locker.LockInfo, error]) error {
 func testTLS(t *testing.T, s *secure) {
 	ctx := ctxT(t, time.Minute)
 	for name, opts := range modes() {
-		l, err := locker.Open(ctx, s.url("app", s.appPW, "schema=locks", "skip_schema_creation=true"), opts...)
-		if err != nil {
-			t.Fatalf("%s: Open with verify-full: %v", name, err)
-		}
-		lease, err := l.TryAcquire(ctx, randomKey("tls"))
-		if err != nil {
-			t.Fatalf("%s: TryAcquire over TLS: %v", name, err)
-		}
-		if err := lease.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		_ = l.Close()
+		lockOnce(t, name+": verify-full", s.url("app", s.appPW, "schema=locks", "skip_schema_creation=true"), opts...)
 	}
 	// The certificate names localhost too.
-	byName := strings.Replace(s.url("app", s.appPW, "schema=locks"), "127.0.0.1", "localhost", 1)
-	if l, err := locker.Open(ctx, byName); err != nil {
-		t.Errorf("Open by name with verify-full: %v", err)
-	} else {
-		_ = l.Close()
-	}
+	lockOnce(t, "verify-full by name", strings.Replace(s.url("app", s.appPW, "schema=locks"), "127.0.0.1", "localhost", 1))
 	// A client that trusts another CA.
 	dir := testcerts.NewCA(t, "another CA").WriteFiles(t, nil)
 	u := s.url("app", s.appPW, "schema=locks")
@@ -263,16 +239,12 @@ func testClientCert(t *testing.T, s *secure) {
 	ctx := ctxT(t, time.Minute)
 	pw := "cert-" + launch.RandomID(8)
 	admin := s.admin(t)
-	for _, q := range []string{
-		"CREATE ROLE " + launch.PostgresClientCertRole + " NOLOGIN",
-		"CREATE ROLE certapp LOGIN PASSWORD '" + pw + "' IN ROLE " + launch.PostgresClientCertRole,
-		"GRANT CONNECT ON DATABASE " + secureDB + " TO certapp",
+	execAll(t, admin,
+		"CREATE ROLE "+launch.PostgresClientCertRole+" NOLOGIN",
+		"CREATE ROLE certapp LOGIN PASSWORD '"+pw+"' IN ROLE "+launch.PostgresClientCertRole,
+		"GRANT CONNECT ON DATABASE "+secureDB+" TO certapp",
 		"GRANT app TO certapp", // app's privileges, in schema locks
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	dir := s.srv.CA.WriteFiles(t, map[string]testcerts.Pair{
 		"certapp":  s.srv.CA.Client(t, "certapp"),
 		"intruder": s.srv.CA.Client(t, "intruder"),
@@ -287,17 +259,25 @@ func testClientCert(t *testing.T, s *secure) {
 	// The server tells the client no more than that (the log says the
 	// certificate's name does not match).
 	wantUnauthorized(t, "Open with another role's certificate", err, "password authentication failed")
-	l, err := locker.Open(ctx, certURL("certapp"))
+	lockOnce(t, "Open with password and client certificate", certURL("certapp"))
+}
+
+// lockOnce opens a Locker on url, takes and releases a lock, and closes
+// it, failing t naming what if any step fails.
+func lockOnce(t *testing.T, what, url string, opts ...locker.Option) {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	l, err := locker.Open(ctx, url, opts...)
 	if err != nil {
-		t.Fatalf("Open with password and client certificate: %v", err)
+		t.Fatalf("%s: Open: %v", what, err)
 	}
 	defer l.Close()
-	lease, err := l.TryAcquire(ctx, randomKey("cert"))
+	lease, err := l.TryAcquire(ctx, randomKey("once"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: TryAcquire: %v", what, err)
 	}
 	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: Release: %v", what, err)
 	}
 }
 
@@ -310,16 +290,12 @@ func testNoMigrations(t *testing.T, s *secure) {
 	owner := adminConn(t, s.url("owner", s.ownerPW))
 	// A table of an older release (no holder-record columns) and one on
 	// which app was granted nothing.
-	for _, q := range []string{
+	execAll(t, owner,
 		"CREATE TABLE locks.old (key bytea PRIMARY KEY)",
 		"CREATE SEQUENCE locks.old_token",
 		"GRANT SELECT, INSERT, UPDATE ON locks.old TO app",
 		"GRANT USAGE, SELECT, UPDATE ON locks.old_token TO app",
-	} {
-		if _, err := owner.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	bare, err := postgres.SchemaSQL("locks", "bare")
 	if err != nil {
 		t.Fatal(err)
@@ -541,17 +517,15 @@ func killRole(t *testing.T, s *secure, role string) {
 // testPGPassword: with no password in the URL, pgx reads PGPASSWORD.
 func testPGPassword(t *testing.T, s *secure) {
 	t.Setenv("PGPASSWORD", s.appPW)
-	ctx := ctxT(t, time.Minute)
-	l, err := locker.Open(ctx, s.url("app", "", "schema=locks", "skip_schema_creation=true"))
-	if err != nil {
-		t.Fatalf("Open with PGPASSWORD: %v", err)
-	}
-	defer l.Close()
-	lease, err := l.TryAcquire(ctx, randomKey("pgpassword"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
+	lockOnce(t, "PGPASSWORD", s.url("app", "", "schema=locks", "skip_schema_creation=true"))
+}
+
+// execAll runs each statement on conn, failing t at the first refused.
+func execAll(t *testing.T, conn *pgx.Conn, statements ...string) {
+	t.Helper()
+	for _, q := range statements {
+		if _, err := conn.Exec(ctxT(t, 30*time.Second), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 }

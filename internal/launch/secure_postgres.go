@@ -74,12 +74,11 @@ func SecurePostgres(image string, port int, s PostgresSecrets, settings ...strin
 		if err != nil {
 			return "", err
 		}
-		defer conn.Close(context.Background())
-		var v string
-		if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
-			return "", err
-		}
-		return "PostgreSQL " + strings.Fields(v)[0] + " (TLS, SCRAM)", nil
+		// Authenticated over TLS: the server serves clients; it reports
+		// its version at start-up.
+		v := conn.PgConn().ParameterStatus("server_version")
+		_ = conn.Close(ctx)
+		return "PostgreSQL " + v + " (TLS, SCRAM)", nil
 	}
 	return Spec{
 		Kind:       "postgres",
