@@ -471,13 +471,13 @@ func rollback(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// ensureSchema creates the lock table and sequence once per backend, unless
-// configured not to.
+// ensureSchema creates the lock table and sequence once per backend or, with
+// WithSkipSchemaCreation, checks once that they exist and may be used.
 func (b *backend) ensureSchema(ctx context.Context, conn *pgx.Conn) error {
-	if b.skipDDL {
-		return nil
-	}
 	return b.schema.do(ctx, func() error {
+		if b.skipDDL {
+			return checkObjects(ctx, conn, b.n)
+		}
 		return createObjects(ctx, conn, b.n.schema, b.n.ddl, recordColumns, b.n.table, b.n.sequence)
 	})
 }

@@ -312,7 +312,8 @@ const tryOnSQL = "SELECT n, " + identSQL + ", set_config('idle_session_timeout',
 const waitOnSQL = "SELECT n, " + identSQL + ", set_config('idle_session_timeout', $3, false) " +
 	"FROM (SELECT nextval($2::regclass) AS n FROM (SELECT pg_advisory_lock($1)) AS l) AS t"
 
-func (a *advBackend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+func (a *advBackend) TryAcquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	defer authz(&err)
 	return a.try(ctx, req)
 }
 
@@ -420,7 +421,8 @@ func (s *session) aboveFloor(ctx context.Context, conn *pgx.Conn, n int64, id se
 // PostgreSQL's lock queue (pg_advisory_lock) on a session of its own, which
 // then holds the lock, so waiters are served in arrival order and nobody
 // polls.
-func (a *advBackend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+func (a *advBackend) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	defer authz(&err)
 	l, err := a.try(ctx, req)
 	if !errors.Is(err, locker.ErrLocked) {
 		return l, err
@@ -476,9 +478,10 @@ func (a *advBackend) Acquire(ctx context.Context, req *driver.Request) (driver.L
 // Refresh restarts the idle timer of the lock's session (any statement
 // does), raising its timeout to ttl if longer, and checks that the server
 // is still the one that granted the lock.
-func (l *advLock) Refresh(ctx context.Context, ttl time.Duration) error {
+func (l *advLock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
+	defer authz(&err)
 	s := l.s
-	err := s.run(ctx, false, func(c context.Context, conn *pgx.Conn) error {
+	err = s.run(ctx, false, func(c context.Context, conn *pgx.Conn) error {
 		s.mu.Lock()
 		_, held := s.locks[l]
 		timeout := max(s.timeout, ttl)
@@ -526,7 +529,8 @@ func (l *advLock) isHeld() bool {
 
 // Release unlocks the advisory lock; the session (if it was a waiter's
 // own) is closed once it holds nothing.
-func (l *advLock) Release(ctx context.Context) error {
+func (l *advLock) Release(ctx context.Context) (err error) {
+	defer authz(&err)
 	return l.unlock(ctx)
 }
 

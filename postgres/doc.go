@@ -8,8 +8,8 @@
 // New takes a *pgxpool.Pool the caller keeps owning. Open (schemes postgres
 // and postgresql) takes the libpq URL pgx accepts, connects once, and makes
 // a pool the Locker closes; locker's ttl, namespace and owner parameters
-// apply, these are this package's options, the rest goes to pgx, and one
-// that neither pgx nor the server knows is locker.ErrInvalidURL:
+// apply, these are this package's options, the rest goes to pgx (libpq's
+// sslmode, sslrootcert, sslcert, sslkey …); an unknown one is ErrInvalidURL:
 //
 //	parameter             option                  default
 //	schema                WithSchema              public
@@ -21,11 +21,8 @@
 // Every held lock, waiting Acquire and Watch pins one connection, at most
 // max_conns a Locker; beyond, TryAcquire and Watch fail with ErrUnavailable
 // wrapping ErrPoolExhausted and Acquire waits, in PostgreSQL's lock queue.
-// Inspect and List read the catalog without locking; Watch LISTENs. N-permit
-// locks are permit rows taken FOR UPDATE SKIP LOCKED (Acquire in arrival
-// order); a minimum hold is waited out by the next holder on the server's
-// clock (a holder that dies inside it frees the lock at the later of the
-// hold's end and its TTL's).
+// N-permit locks are permit rows taken FOR UPDATE SKIP LOCKED; a minimum
+// hold is waited out by the next holder on the server's clock.
 //
 // WithMode(Advisory) holds each lock as a session-level advisory lock on a
 // hash of the key, many on each of a few shared connections (10,000 on four);
@@ -34,18 +31,24 @@
 // values, permits or minimum holds, and keys whose hashes collide exclude
 // each other. Never use both modes on one table.
 //
-// Tokens come from a NO CYCLE sequence, raised to the server clock in
-// microseconds after a restart: they increase across crashes and restarts
-// provided the server's clock does not go back. Guard (Write, AdmitTx) is a
-// fencing.Guard in a table of the database that admits a token and applies a
-// write in one transaction.
+// Tokens come from a NO CYCLE sequence raised to the server clock after a
+// restart (they increase unless that clock goes back). Guard is a
+// fencing.Guard in a table: admission and write commit together (Write, AdmitTx).
 //
-// Caveats: mutual exclusion does not survive a crash of the server's host or
-// a failover (the old holder's half-open connection sends no FIN, the new
-// server grants the lock at once): only the token protects the resource
-// then, and behind a pooler (PgBouncer) the backend detects the new server
-// only at the next token or refresh. A pooler's idle_transaction_timeout
-// must exceed the longest TTL.
+// Production: sslmode=verify-full, sslrootcert, SCRAM, the password in the
+// URL or PGPASSWORD; refusals (SQLSTATE class 28, 42501) are
+// locker.ErrUnauthorized. With skip_schema_creation=true no DDL runs, and
+// Open checks the objects (ErrInvalidOption) and the role's grants
+// (ErrUnauthorized): the owner runs SchemaSQL, GrantSQL gives
 //
-// How it works, and why: docs/design/postgres.md.
+//	GRANT USAGE ON SCHEMA s TO app;
+//	GRANT SELECT, INSERT, UPDATE ON TABLE s.locker_locks TO app;
+//	GRANT USAGE, SELECT, UPDATE ON SEQUENCE s.locker_locks_token TO app;
+//
+// Caveats: roles do not isolate advisory locks, pg_locks or labels. Mutual
+// exclusion does not survive a crash of the server's host or a failover:
+// only the token protects the resource then. A pooler's
+// idle_transaction_timeout must exceed the longest TTL.
+//
+// Why: docs/design/postgres.md, docs/design/security-postgres.md.
 package postgres

@@ -20,3 +20,13 @@ func DefaultBudget(ctx context.Context, dsn string) (int, error) {
 	}
 	return defaultBudget(avail), nil
 }
+
+// AdvisoryKey is the advisory lock number of key in the advisory mode on
+// table in schema.
+func AdvisoryKey(schema, table, key string) int64 {
+	n, err := newNames(schema, table)
+	if err != nil {
+		panic(err)
+	}
+	return (&advBackend{b: &backend{n: n}}).advisoryKey(key)
+}

@@ -131,7 +131,8 @@ func (g *Guard) Write(ctx context.Context, resource string, token uint64, fn fun
 	})
 }
 
-func (g *Guard) prepare(ctx context.Context, resource string, token uint64) error {
+func (g *Guard) prepare(ctx context.Context, resource string, token uint64) (err error) {
+	defer authz(&err)
 	if err := sqlfence.Check("postgres: guard", resource, token, ErrTokenRange); err != nil {
 		return err
 	}
@@ -153,7 +154,9 @@ func (g *Guard) prepare(ctx context.Context, resource string, token uint64) erro
 
 func (g *Guard) result(resource string, token uint64, tag pgconn.CommandTag, err error) error {
 	if err != nil {
-		return fmt.Errorf("postgres: guard: admit %q: %w", resource, err)
+		err = fmt.Errorf("postgres: guard: admit %q: %w", resource, err)
+		authz(&err)
+		return err
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w: resource %q: token %d is below the highest admitted", fencing.ErrStaleToken, resource, token)

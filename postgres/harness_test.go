@@ -24,6 +24,9 @@ type harness struct {
 	ttl     time.Duration
 	maxHeld int
 	opts    []locker.Option // of every Locker (the mode)
+	// minConns, if not 0, is each pool's MinConns: connections dialled
+	// ahead, where dialling is slow (TLS and SCRAM).
+	minConns int32
 
 	mu      sync.Mutex
 	dialers map[locker.Locker]*crashDialer
@@ -54,6 +57,7 @@ func (h *harness) NewLocker(ctx context.Context, t *testing.T, opts ...locker.Op
 	// The pool is larger than the budget: the default budget is what
 	// bounds the Locker (MaxHeld).
 	pc.MaxConns = 1000
+	pc.MinConns = h.minConns
 	d := &crashDialer{}
 	t.Cleanup(d.closeAll)
 	pc.ConnConfig.DialFunc = d.dial

@@ -206,9 +206,10 @@ func (b *backend) withConn(ctx context.Context, f func(*pgx.Conn) error) error {
 // election's observers see a leader with the value it campaigned with).
 // Past announceWait (a holder whose Locker stopped between the two), the
 // holder is shown as it is.
-func (b *backend) Inspect(ctx context.Context, key string) (driver.LockInfo, error) {
+func (b *backend) Inspect(ctx context.Context, key string) (_ driver.LockInfo, err error) {
+	defer authz(&err)
 	var d described
-	err := b.withConn(ctx, func(conn *pgx.Conn) error {
+	err = b.withConn(ctx, func(conn *pgx.Conn) error {
 		pause, end := time.Millisecond, time.Now().Add(announceWait)
 		for {
 			var err error
@@ -232,7 +233,8 @@ const announceWait = 2 * time.Second
 // List implements driver.Inspector in key order, by keyset: the cursor is
 // the last key read, in hex. One call reads at most limit lock rows, held
 // or not.
-func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.LockInfo, string, error) {
+func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) (_ []driver.LockInfo, _ string, err error) {
+	defer authz(&err)
 	after, err := hex.DecodeString(cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: postgres: list cursor %q", locker.ErrInvalidOption, cursor)

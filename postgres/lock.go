@@ -199,7 +199,8 @@ func (l *lock) abandon() {
 // on the pinned connection. Any failure ends the lock: the connection is
 // dropped, so the server frees the row at once (or, if it cannot be reached,
 // when its idle timer fires), and the holder is told ErrLeaseLost.
-func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
+	defer authz(&err)
 	ctx, done, err := l.begin(ctx)
 	if err != nil {
 		return err
@@ -234,7 +235,8 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // pool. A rollback that succeeds proves the transaction, and so the row
 // lock, was still ours; one that fails leaves it unknown whether the server
 // had already ended it, so the caller is told ErrLeaseLost.
-func (l *lock) Release(ctx context.Context) error {
+func (l *lock) Release(ctx context.Context) (err error) {
+	defer authz(&err)
 	ctx, done, err := l.begin(ctx)
 	if err != nil {
 		return err

@@ -107,12 +107,23 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 			// run-time setting: "unrecognized configuration parameter".
 			return nil, fmt.Errorf("%w: postgres: query parameter: %s", locker.ErrInvalidURL, pgErr.Message)
 		}
-		return nil, fmt.Errorf("postgres: connecting: %w", err)
+		err = fmt.Errorf("postgres: connecting: %w", err)
+		authz(&err)
+		return nil, err
 	}
 	avail, err := availableConns(ctx, conn)
+	if err == nil && cfg.skipDDL {
+		// No migrations at run time: the schema must be there, and usable.
+		var n names
+		if n, err = newNames(cfg.schema, cfg.table); err == nil {
+			err = checkObjects(ctx, conn, n)
+		}
+	}
 	_ = conn.Close(context.Background())
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		err = fmt.Errorf("postgres: %w", err)
+		authz(&err)
+		return nil, err
 	}
 	budget := cfg.maxConns
 	if budget == 0 {
@@ -255,7 +266,8 @@ func millis(ttl time.Duration) string {
 	return fmt.Sprint(int64((ttl + time.Millisecond - 1) / time.Millisecond))
 }
 
-func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	defer authz(&err)
 	if err := b.trySlot(ctx); err != nil {
 		return nil, err
 	}
@@ -277,7 +289,8 @@ func (b *backend) trySlot(ctx context.Context) error {
 	}
 }
 
-func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+func (b *backend) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	defer authz(&err)
 	slots, err := b.budget(ctx)
 	if err != nil {
 		return nil, err

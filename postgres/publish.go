@@ -27,7 +27,8 @@ func (b *backend) publishSQL() string {
 // Publish implements driver.Publisher: the value goes to the lock's holder
 // record, written by another pool connection on the condition that the
 // lock's own session still holds the row.
-func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) error {
+func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) (err error) {
+	defer authz(&err)
 	l, ok := dl.(*lock)
 	if !ok {
 		return fmt.Errorf("postgres: publish: a lock of another backend (%T)", dl)
@@ -37,7 +38,7 @@ func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) err
 	}
 	var n int64
 	token := strconv.FormatUint(l.token, 10)
-	err := b.pool.QueryRow(ctx, b.publishSQL(), b.n.channel, payload(l.key), []byte(l.row), appPrefix+token+" ",
+	err = b.pool.QueryRow(ctx, b.publishSQL(), b.n.channel, payload(l.key), []byte(l.row), appPrefix+token+" ",
 		recordKey(l.row), l.owner[:], int64(l.token), l.recordLabel(), value).Scan(&n, nil, nil)
 	if err != nil {
 		return fmt.Errorf("postgres: publish: %w", err)

@@ -60,6 +60,7 @@ type names struct {
 	sequence string // "schema"."table_token"
 	ddl      string // schema.sql with the placeholders replaced
 	schema   string // unquoted, for the existence check
+	relname  string // unquoted table name, for the existence check
 	channel  string // unquoted: the NOTIFY channel of the table's locks
 }
 
@@ -84,6 +85,7 @@ func newNames(schema, table string) (names, error) {
 		sequence: qs + "." + qq,
 		ddl:      ddl,
 		schema:   schema,
+		relname:  table,
 		// A channel name is an identifier (at most 63 bytes): a hash of the
 		// table's name, so that every table has its own.
 		channel: "locker_" + hex.EncodeToString(sum[:16]),

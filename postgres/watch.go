@@ -17,7 +17,8 @@ import (
 // or cut off — is notified by nobody: the watch arms a timer at the time
 // the holder has left (Inspect's TTL, or its whole TTL where the holder's
 // idle time is hidden from this role) and looks again when it fires.
-func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+func (b *backend) Watch(ctx context.Context, key string) (_ <-chan struct{}, err error) {
+	defer authz(&err)
 	if err := b.trySlot(ctx); err != nil {
 		return nil, err
 	}
