@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/distlock/locker/fencing"
 )
@@ -35,13 +36,8 @@ func (g *PermitGuard) Write(ctx context.Context, key string, token uint64, fn fu
 	s := g.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	held := false
-	if ks := s.keys[key]; ks != nil {
-		for _, h := range ks.holders {
-			held = held || (h.token == token && !h.released)
-		}
-	}
-	if !held || token == 0 {
+	ks := s.keys[key]
+	if ks == nil || token == 0 || !slices.ContainsFunc(ks.holders, func(h *holding) bool { return h.token == token && !h.released }) {
 		return fmt.Errorf("%w: key %q: permit %d is not held", fencing.ErrStaleToken, key, token)
 	}
 	if fn != nil {
