@@ -15,10 +15,14 @@
 //
 // Permits (locker.WithLimit) hold n leases of one key at once, so a guard that
 // keeps the highest token fits only a lock (n = 1): with permits it would
-// refuse every holder but the newest. A permit's token is unique and
-// increasing per key, but no token alone can tell a live permit from an
-// expired one among n concurrent holders; guards for permits are not offered
-// yet.
+// refuse every holder but the newest, and admit a lost permit whose token is
+// the highest. No token alone tells a live permit from a lost one. A permit
+// guard asks the lock service instead: its Write(ctx, key, token, write)
+// applies the write only if the permit of key granted that token is still
+// held, checked in the same atomic step (memory, Redis, etcd and ZooKeeper:
+// NewPermitGuard in each; a refusal wraps ErrStaleToken). PostgreSQL has
+// none: another transaction cannot hold a permit in place while it writes.
+// See docs/design/permit-fencing.md.
 package fencing
 
 import (
