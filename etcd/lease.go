@@ -47,8 +47,9 @@ var errLeaseExpired = errors.New("etcd: lease expired or revoked on the server")
 
 // sharedLease is one etcd lease serving every lock and waiter of one TTL in
 // one backend. It is renewed in the background for as long as the backend is
-// open; renewals are unary KeepAliveOnce calls, so the time each was sent is
-// known exactly and bounds the lease's life on the server from below.
+// open; renewals go one at a time over a stream kept open (keepAlive), so
+// the time each was sent is known exactly and bounds the lease's life on
+// the server from below.
 type sharedLease struct {
 	b        *backend
 	id       clientv3.LeaseID
@@ -199,6 +200,8 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 	interval := (s.leaseTTL - s.ttl) / 3
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	ka := &keepAlive{cli: s.b.cli, id: s.id}
+	defer ka.close()
 	for {
 		select {
 		case <-ctx.Done():
@@ -208,9 +211,7 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		sent := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, interval)
-		_, err := s.b.cli.KeepAliveOnce(rctx, s.id)
-		cancel()
+		err := ka.renew(ctx, interval)
 		switch {
 		case err == nil:
 			s.markRenewed(sent)
