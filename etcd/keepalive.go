@@ -16,9 +16,8 @@ import (
 // KeepAliveOnce opens a stream per call, and the client logs in again
 // (Authenticate) before opening any stream when it has a user name and
 // password: a bcrypt check and a raft write on the server per renewal,
-// several a second per Locker. Under load those log-ins outlasted the
-// renewal's timeout, and leases died of it (see
-// docs/design/security-etcd.md). Kept open, the stream logs in once.
+// several a second per Locker (see docs/design/security-etcd.md). Kept
+// open, the stream logs in once.
 type keepAlive struct {
 	cli    *clientv3.Client
 	id     clientv3.LeaseID
