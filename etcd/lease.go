@@ -56,6 +56,7 @@ type sharedLease struct {
 	ttl      time.Duration // the lock TTL it serves (T)
 	leaseTTL time.Duration // what the server granted (L ≥ T + reserve)
 	done     chan struct{} // closed when the lease is dead
+	ka       *keepAlive    // renewals, the loop's and Refresh's
 
 	mu      sync.Mutex
 	renewed time.Time // when the latest successful grant/renewal was sent
@@ -200,8 +201,7 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 	interval := (s.leaseTTL - s.ttl) / 3
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	ka := &keepAlive{cli: s.b.cli, id: s.id}
-	defer ka.close()
+	defer s.ka.close()
 	for {
 		select {
 		case <-ctx.Done():
@@ -210,8 +210,7 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		sent := time.Now()
-		err := ka.renew(ctx, interval)
+		sent, err := s.ka.renew(ctx, interval, nil)
 		switch {
 		case err == nil:
 			s.markRenewed(sent)
@@ -235,9 +234,9 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 
 // renew renews the lease now, for a refresh that finds the last background
 // renewal too old to cover its TTL.
-func (s *sharedLease) renew(ctx context.Context) error {
-	sent := time.Now()
-	if _, err := s.b.cli.KeepAliveOnce(ctx, s.id); err != nil {
+func (s *sharedLease) renew(ctx context.Context, timeout time.Duration) error {
+	sent, err := s.ka.renew(ctx, timeout, func() bool { return !s.validFrom().Before(time.Now()) })
+	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.die(errLeaseExpired)
 			return fmt.Errorf("%w: %w", locker.ErrLeaseLost, errLeaseExpired)
@@ -297,6 +296,7 @@ func (b *backend) grant(ctx context.Context, ttl time.Duration) (*sharedLease, e
 	s := &sharedLease{
 		b: b, id: resp.ID, ttl: ttl, leaseTTL: time.Duration(resp.TTL) * time.Second,
 		done: make(chan struct{}), renewed: sent, users: map[*lock]struct{}{},
+		ka:    &keepAlive{cli: b.cli, id: resp.ID, base: b.ctx},
 		slots: map[slot]struct{}{},
 	}
 	b.mu.Lock()

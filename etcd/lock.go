@@ -37,10 +37,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
 	}
 	if l.sl.validFrom().Before(time.Now()) {
-		rctx, cancel := l.b.requestContext(ctx)
-		err := l.sl.renew(rctx)
-		cancel()
-		if err != nil {
+		if err := l.sl.renew(ctx, l.b.timeout); err != nil {
 			return err
 		}
 	}
