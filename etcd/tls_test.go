@@ -57,6 +57,17 @@ func wantRefused(t *testing.T, url string, reasons ...string) error {
 	return err
 }
 
+// clientCertServer starts an etcd demanding client certificates, and
+// writes the CA and a client certificate ("client") into dir.
+func clientCertServer(t *testing.T) (ca *testcerts.CA, srv *testenv.Server, client testcerts.Pair, dir string, h *harness) {
+	t.Helper()
+	ca = testcerts.NewCA(t, "etcd test CA")
+	srv = testenv.EtcdTLS(t, ca, true)
+	client = ca.Client(t, "app")
+	dir = ca.WriteFiles(t, map[string]testcerts.Pair{"client": client})
+	return ca, srv, client, dir, newHarness(srv.Addr())
+}
+
 // The server's certificate is verified against the test CA, through the
 // URL (ca_file) and through a client configured in code (New); a client
 // that does not trust the CA is refused with the x509 reason.
@@ -87,11 +98,7 @@ func TestTLS_ServerVerified_URLAndNew(t *testing.T) {
 // certificate the CA signed: cert_file and key_file in the URL, or the
 // certificate in the client's tls.Config.
 func TestTLS_ClientCertificate_Required(t *testing.T) {
-	ca := testcerts.NewCA(t, "etcd test CA")
-	srv := testenv.EtcdTLS(t, ca, true)
-	client := ca.Client(t, "app")
-	dir := ca.WriteFiles(t, map[string]testcerts.Pair{"client": client})
-	h := newHarness(srv.Addr())
+	ca, srv, client, dir, h := clientCertServer(t)
 	base := "etcd://" + srv.Addr() + "/" + h.prefix + "?dial_timeout=5s&ca_file=" + filepath.Join(dir, "ca.pem")
 
 	takeAndRelease(t, "URL with a client certificate", openURL(t, base+
@@ -120,11 +127,7 @@ func TestTLS_ClientCertificate_Required(t *testing.T) {
 // User name and password over TLS with client certificates: the restricted
 // user works, a wrong password is ErrUnauthorized.
 func TestTLS_PasswordOverTLS(t *testing.T) {
-	ca := testcerts.NewCA(t, "etcd test CA")
-	srv := testenv.EtcdTLS(t, ca, true)
-	client := ca.Client(t, "app")
-	dir := ca.WriteFiles(t, map[string]testcerts.Pair{"client": client})
-	h := newHarness(srv.Addr())
+	ca, srv, client, dir, h := clientCertServer(t)
 	h.tls = ca.ClientTLS(t, &client)
 	root := enableAuth(t, h)
 	grantPrefix(t, root, "locks", "locks-Secret-91c2", h.prefix)
