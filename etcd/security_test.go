@@ -131,7 +131,7 @@ func TestAuth_BadCredentials_OpenErrUnauthorized(t *testing.T) {
 
 // A user whose role lacks the Locker's prefix is refused every operation
 // with ErrUnauthorized, etcd's "permission denied" kept: Open, TryAcquire,
-// Acquire (no endless wait), Inspect, List and Watch; and Refresh,
+// Acquire, Inspect, List, Watch and a Guard's calls; and Refresh,
 // Release and Publish of a lock once the role's permission is revoked.
 func TestAuth_NoPermission_EveryOperationErrUnauthorized(t *testing.T) {
 	h, root := authServer(t)
@@ -154,6 +154,10 @@ func TestAuth_NoPermission_EveryOperationErrUnauthorized(t *testing.T) {
 	wantUnauthorized(t, "Inspect", err, denied)
 	wantUnauthorized(t, "List", firstErr(locker.List(ctx, outside, "")), denied)
 	wantUnauthorized(t, "Watch", firstErr(locker.Watch(ctx, outside, "k")), denied)
+	g := newGuard(t, h.newClient(t), "elsewhere-fence/")
+	wantUnauthorized(t, "Guard.Admit", g.Admit(ctx, "r", 1), denied)
+	_, err = g.Highest(ctx, "r")
+	wantUnauthorized(t, "Guard.Highest", err, denied)
 
 	// A lock taken while permitted, then the permission revoked.
 	l, err := newLockerOn(h, h.newClient(t), locker.WithAutoRefresh(false), locker.WithTTL(10*time.Second))
