@@ -27,7 +27,8 @@ var errKeyGone = errors.New("etcd: own waiter key is gone (lease expired or key 
 // keys and its count) and creates the own key only if fewer than N were
 // there and none was created since (every key's CreateRevision at most the
 // read's revision).
-func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	defer markRefusals(&err)
 	sl, err := b.lease(ctx, req.TTL)
 	if err != nil {
 		return nil, err
@@ -94,9 +95,10 @@ func mismatch(kvs []*mvccpb.KeyValue, limit int) error {
 // records must carry the same limit, and the range's count. With fewer than
 // N predecessors the lock is held at once (one round trip); otherwise it
 // waits.
-func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+func (b *backend) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	defer markRefusals(&err)
 	var sl *sharedLease
-	err := patiently(ctx, nil, func() (err error) {
+	err = patiently(ctx, nil, func() (err error) {
 		sl, err = b.lease(ctx, req.TTL)
 		return err
 	})
@@ -236,6 +238,8 @@ func (b *backend) wait(ctx context.Context, w *waiter) (time.Time, error) {
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return time.Time{}, ctx.Err()
+		case refused(err):
+			return time.Time{}, err // waiting on will not make etcd permit it
 		case err != nil:
 			// A failover or a lost connection: the own key lives as long as
 			// the shared lease, so keep waiting while the lease lives.

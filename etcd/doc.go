@@ -14,10 +14,11 @@
 //	tls                   https endpoints (true/false; implied by the next five)
 //	ca_file, cert_file, key_file, server_name, insecure_skip_verify   clientv3.Config.TLS
 //
-// The TLS and dial parameters configure the client the URL makes; over New,
-// set them on your own clientv3.Config. Options: WithPrefix (Lockers with
-// different prefixes are independent) and WithRequestTimeout; WithLogger
-// also receives the client's own zap lines when Open made the client.
+// Over New, set TLS on your own clientv3.Config. Options: WithPrefix
+// (Lockers with different prefixes are independent), WithRequestTimeout;
+// WithLogger also gets the client's zap lines when Open made the client.
+// With auth on, `role grant-permission R --prefix=true readwrite PREFIX` is
+// all a Locker needs; refusals: locker.ErrUnauthorized (docs/design/security-etcd.md).
 //
 // TTLs are whole seconds: a TTL is rounded up to the next second and to the
 // server's minimum lease TTL (locker.GrantedTTL reports it). A lock lives on
@@ -45,8 +46,7 @@
 // (WithMinHold d) keeps the key on a lease of ⌈d⌉ s granted after the lock:
 // freed ≥ d after the grant, and after a crash at most ⌈d⌉ + T/2 + R later.
 //
-// Caveats: run etcd with --auto-compaction-retention; the key layout changed
-// when nested prefixes were made independent, so do not mix older versions
-// of this package with this one on one prefix. Design, key layout and proofs:
-// docs/design/etcd.md.
+// Caveats: run etcd with --auto-compaction-retention; do not mix versions
+// older than nested-prefix independence with this one on one prefix.
+// Design, key layout and proofs: docs/design/etcd.md.
 package etcd

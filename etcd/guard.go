@@ -81,7 +81,8 @@ func (g *Guard) Admit(ctx context.Context, resource string, token uint64) error 
 // highest recorded, nothing is applied and the error wraps
 // fencing.ErrStaleToken. On success it returns the txn's response:
 // Responses[0] answers the record's update, and ops' answers follow in order.
-func (g *Guard) Write(ctx context.Context, resource string, token uint64, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+func (g *Guard) Write(ctx context.Context, resource string, token uint64, ops ...clientv3.Op) (_ *clientv3.TxnResponse, err error) {
+	defer markRefusals(&err)
 	if token == 0 {
 		return nil, fmt.Errorf("%w: resource %q: token 0 is never issued", fencing.ErrStaleToken, resource)
 	}
@@ -110,7 +111,8 @@ func (g *Guard) Write(ctx context.Context, resource string, token uint64, ops ..
 }
 
 // Highest returns the highest token admitted for resource (0 if none).
-func (g *Guard) Highest(ctx context.Context, resource string) (uint64, error) {
+func (g *Guard) Highest(ctx context.Context, resource string) (_ uint64, err error) {
+	defer markRefusals(&err)
 	resp, err := g.cli.Get(ctx, g.recordKey(resource))
 	if err != nil {
 		return 0, fmt.Errorf("etcd guard: resource %q: %w", resource, err)

@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"sync"
 	"testing"
@@ -21,6 +22,9 @@ import (
 type harness struct {
 	endpoints []string
 	prefix    string // isolates one test's keys from every other run's
+	// The clients' credentials and TLS, for the security tests.
+	user, password string
+	tls            *tls.Config
 
 	mu      sync.Mutex
 	clients map[locker.Locker]*clientv3.Client
@@ -42,7 +46,8 @@ func (h *harness) newClient(t testing.TB, endpoints ...string) *clientv3.Client 
 	if len(endpoints) == 0 {
 		endpoints = h.endpoints
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Username: h.user, Password: h.password, TLS: h.tls})
 	if err != nil {
 		t.Fatalf("etcd client: %v", err)
 	}

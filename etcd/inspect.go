@@ -18,7 +18,8 @@ import (
 // lock it reports the oldest permit's holder, and as waiters the keys
 // beyond the first N. The time left is
 // asked of the holder's lease afterwards; etcd records no grant time.
-func (b *backend) Inspect(ctx context.Context, key string) (driver.LockInfo, error) {
+func (b *backend) Inspect(ctx context.Context, key string) (_ driver.LockInfo, err error) {
+	defer markRefusals(&err)
 	holder, keys, err := b.readLock(ctx, lockPrefix(b.prefix, key), 0)
 	if err != nil {
 		return driver.LockInfo{}, err
@@ -104,7 +105,8 @@ func lockTTLOf(leaseSecs int64) int64 {
 // most limit locks; a lock whose keys run past the page is read whole at
 // the page's revision. The cursor is the etcd key after the last lock
 // returned.
-func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.LockInfo, string, error) {
+func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) (_ []driver.LockInfo, _ string, err error) {
+	defer markRefusals(&err)
 	from := b.prefix + escape(prefix)
 	end := clientv3.GetPrefixRangeEnd(from)
 	if cursor > from {

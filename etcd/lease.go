@@ -47,14 +47,16 @@ var errLeaseExpired = errors.New("etcd: lease expired or revoked on the server")
 
 // sharedLease is one etcd lease serving every lock and waiter of one TTL in
 // one backend. It is renewed in the background for as long as the backend is
-// open; renewals are unary KeepAliveOnce calls, so the time each was sent is
-// known exactly and bounds the lease's life on the server from below.
+// open; renewals go one at a time over a stream kept open (keepAlive), so
+// the time each was sent is known exactly and bounds the lease's life on
+// the server from below.
 type sharedLease struct {
 	b        *backend
 	id       clientv3.LeaseID
 	ttl      time.Duration // the lock TTL it serves (T)
 	leaseTTL time.Duration // what the server granted (L ≥ T + reserve)
 	done     chan struct{} // closed when the lease is dead
+	ka       *keepAlive    // renewals, the loop's and Refresh's
 
 	mu      sync.Mutex
 	renewed time.Time // when the latest successful grant/renewal was sent
@@ -199,6 +201,7 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 	interval := (s.leaseTTL - s.ttl) / 3
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	defer s.ka.close()
 	for {
 		select {
 		case <-ctx.Done():
@@ -207,10 +210,7 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		sent := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, interval)
-		_, err := s.b.cli.KeepAliveOnce(rctx, s.id)
-		cancel()
+		sent, err := s.ka.renew(ctx, interval, nil)
 		switch {
 		case err == nil:
 			s.markRenewed(sent)
@@ -234,9 +234,9 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 
 // renew renews the lease now, for a refresh that finds the last background
 // renewal too old to cover its TTL.
-func (s *sharedLease) renew(ctx context.Context) error {
-	sent := time.Now()
-	if _, err := s.b.cli.KeepAliveOnce(ctx, s.id); err != nil {
+func (s *sharedLease) renew(ctx context.Context, timeout time.Duration) error {
+	sent, err := s.ka.renew(ctx, timeout, func() bool { return !s.validFrom().Before(time.Now()) })
+	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.die(errLeaseExpired)
 			return fmt.Errorf("%w: %w", locker.ErrLeaseLost, errLeaseExpired)
@@ -296,6 +296,7 @@ func (b *backend) grant(ctx context.Context, ttl time.Duration) (*sharedLease, e
 	s := &sharedLease{
 		b: b, id: resp.ID, ttl: ttl, leaseTTL: time.Duration(resp.TTL) * time.Second,
 		done: make(chan struct{}), renewed: sent, users: map[*lock]struct{}{},
+		ka:    &keepAlive{cli: b.cli, id: resp.ID, base: b.ctx},
 		slots: map[slot]struct{}{},
 	}
 	b.mu.Lock()

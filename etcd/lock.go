@@ -31,15 +31,13 @@ func (l *lock) Start() time.Time { return l.start }
 // the backend renews in the background; only when the last renewal is too
 // old to cover ttl from now is the lease renewed first, so the lock is
 // provably alive on the server until at least the call plus ttl.
-func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
+	defer markRefusals(&err)
 	if err := l.sl.err(); err != nil {
 		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
 	}
 	if l.sl.validFrom().Before(time.Now()) {
-		rctx, cancel := l.b.requestContext(ctx)
-		err := l.sl.renew(rctx)
-		cancel()
-		if err != nil {
+		if err := l.sl.renew(ctx, l.b.timeout); err != nil {
 			return err
 		}
 	}
@@ -50,12 +48,13 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // retried or late release never deletes a newer holder's key.
 //
 // Inside a minimum hold it parks the key on the hold lease instead.
-func (l *lock) Release(ctx context.Context) error {
+func (l *lock) Release(ctx context.Context) (err error) {
+	defer markRefusals(&err)
 	if parked, err := l.park(ctx); parked {
 		return err
 	}
 	l.hold.end()
-	err := l.whileOwn(ctx, clientv3.OpDelete(l.key))
+	err = l.whileOwn(ctx, clientv3.OpDelete(l.key))
 	if err == nil {
 		l.sl.remove(l)
 		l.own.free()
@@ -66,7 +65,8 @@ func (l *lock) Release(ctx context.Context) error {
 // Publish implements driver.Publisher: it rewrites the own key's record with
 // the new value, keeping its lease, in a txn comparing its create revision
 // (a put leaves the create revision, and so the token, as it was).
-func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) error {
+func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) (err error) {
+	defer markRefusals(&err)
 	l, ok := dl.(*lock)
 	if !ok || l.b != b {
 		return fmt.Errorf("%w: not a lock of this Locker", locker.ErrLeaseLost)

@@ -1,11 +1,14 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -132,7 +135,8 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 // serializable read of the prefix that the cluster answers (and that the
 // credentials may read it), so that a bad address fails at Open rather
 // than at the first acquisition.
-func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker, error) {
+func open(ctx context.Context, u *url.URL, opts []locker.Option) (_ locker.Locker, err error) {
+	defer markRefusals(&err)
 	uc, err := parseURL(u)
 	if err != nil {
 		return nil, err
@@ -155,9 +159,47 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 	if _, err := cli.Get(pctx, c.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable()); err != nil {
 		_ = cli.Close()
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no answer from %s within %v", strings.Join(uc.client.Endpoints, ","), uc.client.DialTimeout)
+			// gRPC retries a refused handshake until the deadline and
+			// reports only the deadline: ask TLS itself why.
+			err = cmp.Or(tlsRefusal(ctx, uc.client.Endpoints[0], uc.client.TLS),
+				fmt.Errorf("no answer from %s within dial_timeout %v", strings.Join(uc.client.Endpoints, ","), uc.client.DialTimeout))
 		}
 		return nil, err
 	}
 	return newLocker(cli, true, c) // closes cli on failure
+}
+
+// tlsRefusal returns why a TLS handshake with endpoint (https://host:port)
+// fails, or nil when it succeeds or conf is nil. A server that refuses the
+// client's certificate says so in an alert after the client's side of the
+// handshake is done, so one read follows it.
+func tlsRefusal(ctx context.Context, endpoint string, conf *tls.Config) error {
+	if conf == nil {
+		return nil
+	}
+	host := strings.TrimPrefix(endpoint, "https://")
+	conf = conf.Clone()
+	conf.NextProtos = []string{"h2"}
+	if conf.ServerName == "" {
+		conf.ServerName, _, _ = net.SplitHostPort(host)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := (&tls.Dialer{Config: conf}).DialContext(dctx, "tcp", host)
+	if err != nil {
+		return fmt.Errorf("TLS with %s: %w", host, err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	_, err = c.Read(make([]byte, 1))
+	switch msg := fmt.Sprint(err); {
+	case err == nil || errors.Is(err, os.ErrDeadlineExceeded):
+		return nil
+	case strings.Contains(msg, "remote error: tls: ") && strings.Contains(msg, "certificate"):
+		// The server's alert (certificate required, bad or unknown
+		// certificate…): it refused the client's certificate, a credential.
+		// crypto/tls exports no type for a received alert.
+		return fmt.Errorf("%w: TLS with %s: %w", locker.ErrUnauthorized, host, err)
+	}
+	return fmt.Errorf("TLS with %s: %w", host, err)
 }

@@ -16,7 +16,8 @@ import (
 // loses nothing. The watch requires a leader, as a waiter's does: a member
 // cut off from its leader ends it instead of going deaf, and so does a
 // compaction past the revisions it has yet to see; the channel then closes.
-func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+func (b *backend) Watch(ctx context.Context, key string) (_ <-chan struct{}, err error) {
+	defer markRefusals(&err)
 	lp := lockPrefix(b.prefix, key)
 	rctx, cancel := b.requestContext(ctx)
 	resp, err := b.cli.Get(rctx, lp, clientv3.WithPrefix(), clientv3.WithCountOnly())
