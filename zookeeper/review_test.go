@@ -200,16 +200,7 @@ func TestContendedAcquire_OwnNodeVanished_NoWatchLeft(t *testing.T) {
 // refresh must not succeed, and A's deadline must not reach past B's grant.
 func TestStaleFollower_RefreshAfterTheLeaderExpiredTheSession_Fails(t *testing.T) {
 	e := testenv.ZooKeeperEnsembleLinked(t)
-	leader := e.Leader(t)
-	follower := -1
-	var others []string
-	for i, n := range e.Nodes {
-		if n != leader && follower < 0 {
-			follower = i
-			continue
-		}
-		others = append(others, n.Addr())
-	}
+	follower, others := aFollower(t, e)
 	root := freshRoot(t)
 	a := dial(t, []string{e.Nodes[follower].Addr()}, root, locker.WithTTL(testTTL))
 	b := dial(t, others, root, locker.WithTTL(testTTL))
@@ -242,6 +233,22 @@ func TestStaleFollower_RefreshAfterTheLeaderExpiredTheSession_Fails(t *testing.T
 	if d := lease.Deadline(); d.After(granted) {
 		t.Fatalf("A's deadline is %v after B's grant", d.Sub(granted))
 	}
+}
+
+// aFollower returns the index of a follower of e and the addresses of the
+// other members.
+func aFollower(t *testing.T, e *testenv.LinkedEnsemble) (follower int, others []string) {
+	t.Helper()
+	leader := e.Leader(t)
+	follower = -1
+	for i, n := range e.Nodes {
+		if n != leader && follower < 0 {
+			follower = i
+			continue
+		}
+		others = append(others, n.Addr())
+	}
+	return follower, others
 }
 
 // Issue 15, item 8: a TTL longer than the session timeout S rested on an

@@ -30,16 +30,7 @@ import (
 func TestStaleFollower_ContendedGrantThroughCutOffFollower_NoTwoHolders(t *testing.T) {
 	e := testenv.ZooKeeperEnsembleLinked(t)
 	defer e.Heal(t)
-	leader := e.Leader(t)
-	follower := -1
-	var others []string
-	for i, n := range e.Nodes {
-		if n != leader && follower < 0 {
-			follower = i
-			continue
-		}
-		others = append(others, n.Addr())
-	}
+	follower, others := aFollower(t, e)
 	f := e.Nodes[follower]
 	proxy := f.Proxy(t)
 	root := freshRoot(t)
