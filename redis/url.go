@@ -143,7 +143,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 				// The masters that answered; ping judged the others.
 				if err == nil {
 					e := evictionCheck{accept: cfg.AcceptEviction, logger: cfg.Logger}
-					if cerr := e.check(ctx, c); errors.Is(cerr, ErrEvictingPolicy) {
+					if cerr := e.check(ctx, c); errors.Is(cerr, ErrEvictingPolicy) || errors.Is(cerr, locker.ErrUnauthorized) {
 						err = cerr
 					}
 				}
@@ -192,7 +192,7 @@ func openSingle(ctx context.Context, c goredis.UniversalClient, opts []locker.Op
 		if err == nil {
 			err = b.eviction.check(ctx, c)
 		}
-		return b, err
+		return b, refused(err)
 	})
 	if err != nil {
 		_ = c.Close()

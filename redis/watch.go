@@ -196,7 +196,8 @@ func (w *watches) follow(ctx context.Context, subs []*goredis.PubSub, need int, 
 // Watch implements driver.Watcher: a subscription to the lock's channel,
 // which every script that grants, releases or publishes signals, and a
 // timer armed at the holder's PTTL for its expiry.
-func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+func (b *backend) Watch(ctx context.Context, key string) (_ <-chan struct{}, err error) {
+	defer refusedTo(&err)
 	n := b.names(key)
 	if !b.watches.start() {
 		return nil, locker.ErrClosed
@@ -223,7 +224,8 @@ func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error
 }
 
 // Publish implements driver.Publisher with publish.lua.
-func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) error {
+func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) (err error) {
+	defer refusedTo(&err)
 	if _, ok := dl.(*permit); ok {
 		return fmt.Errorf("redis: publish: %w: %w", locker.ErrUnsupported, errPermitPublish)
 	}

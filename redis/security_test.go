@@ -1,0 +1,298 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/locker"
+	"github.com/distlock/locker/conformance"
+	"github.com/distlock/locker/internal/testenv"
+	"github.com/distlock/locker/redis"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// adminPassword protects the default user of the tests' secure servers.
+const adminPassword = "admin-Secret-7d1f"
+
+// secureServer starts a private server whose default user needs
+// adminPassword, and returns it with an administrator's client.
+func secureServer(t *testing.T) (*testenv.Server, *goredis.Client) {
+	t.Helper()
+	srv := testenv.RedisSecure(t, adminPassword, nil)
+	return srv, adminClient(t, srv.Addr(), adminPassword)
+}
+
+func adminClient(t testing.TB, addr, password string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// documentedACL is the ACL SETUSER line of docs/design/security-redis.md,
+// as words, for user name with password and key prefix prefix: the tests
+// run the Locker under exactly what the documentation tells users to grant.
+func documentedACL(t testing.TB, name, password, prefix string) []any {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/design/security-redis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`(?m)^ACL SETUSER locker on .*$`).Find(doc)
+	if line == nil {
+		t.Fatal("docs/design/security-redis.md: no line starting ACL SETUSER locker on")
+	}
+	s := strings.ReplaceAll(string(line), "locker:*", prefix+"*")
+	s = strings.Replace(s, "SETUSER locker ", "SETUSER "+name+" ", 1)
+	s = strings.Replace(s, ">PASSWORD", ">"+password, 1)
+	var words []any
+	for _, w := range strings.Fields(s) {
+		words = append(words, w)
+	}
+	return words
+}
+
+// setUser runs ACL SETUSER with words (after "ACL SETUSER name").
+func setUser(t testing.TB, admin *goredis.Client, words ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER"}, words...)...).Err(); err != nil {
+		t.Fatalf("ACL SETUSER %v: %v", words, err)
+	}
+}
+
+// lockUser makes a user with the documented ACL for prefix.
+func lockUser(t testing.TB, admin *goredis.Client, name, password, prefix string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := admin.Do(ctx, documentedACL(t, name, password, prefix)...).Err(); err != nil {
+		t.Fatalf("the documented ACL line for %s: %v", name, err)
+	}
+}
+
+// userClient is a client of addr authenticated as user.
+func userClient(addr, user, password string) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: addr, Username: user, Password: password, ContextTimeoutEnabled: true})
+}
+
+// wantUnauthorized fails t unless err is ErrUnauthorized (and neither
+// ErrUnavailable nor ErrLocked) and keeps the server's message code.
+func wantUnauthorized(t testing.TB, what string, err error, code string) {
+	t.Helper()
+	switch {
+	case !errors.Is(err, locker.ErrUnauthorized):
+		t.Errorf("%s = %v, want ErrUnauthorized", what, err)
+	case errors.Is(err, locker.ErrUnavailable), errors.Is(err, locker.ErrLocked):
+		t.Errorf("%s = %v: ErrUnauthorized, but also ErrUnavailable or ErrLocked", what, err)
+	case !strings.Contains(err.Error(), code):
+		t.Errorf("%s = %v: the server's %s is missing", what, err, code)
+	}
+}
+
+// Open refuses a wrong password, a user without one, and a missing
+// password with ErrUnauthorized and the server's own words.
+func TestRedis_Open_RefusedCredentials_Unauthorized(t *testing.T) {
+	srv, admin := secureServer(t)
+	lockUser(t, admin, "app", "app-pass", "locker:")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct{ name, userinfo, code string }{
+		{"wrong password", "app:wrong@", "WRONGPASS"},
+		{"wrong default password", ":wrong@", "WRONGPASS"},
+		{"unknown user", "nobody:app-pass@", "WRONGPASS"},
+		{"no password", "", "NOAUTH"},
+	} {
+		l, err := locker.Open(ctx, "redis://"+c.userinfo+srv.Addr()+"/0?accept_eviction=true")
+		if err == nil {
+			l.Close()
+		}
+		wantUnauthorized(t, "Open with "+c.name, err, c.code)
+	}
+	l, err := locker.Open(ctx, "redis://app:app-pass@"+srv.Addr()+"/0?accept_eviction=true")
+	if err != nil {
+		t.Fatalf("Open with the right password: %v", err)
+	}
+	l.Close()
+}
+
+// The conformance suite passes for a user holding exactly the documented
+// ACL, and nothing more.
+func TestConformance_RestrictedUser(t *testing.T) {
+	srv, admin := secureServer(t)
+	h := newHarness([]string{srv.Addr()}, false, nil)
+	lockUser(t, admin, "app", "app-pass", h.prefix)
+	h.connect = func(addrs []string) []goredis.UniversalClient {
+		return []goredis.UniversalClient{userClient(addrs[0], "app", "app-pass")}
+	}
+	// The lock user may not read maxmemory-policy (CONFIG GET also
+	// reads requirepass): its operator vouches for noeviction.
+	h.opts = []locker.Option{redis.WithAcceptEviction(true)}
+	conformance.Run(t, h)
+}
+
+// A lock user may not read maxmemory-policy: unless the policy is vouched
+// for with accept_eviction, the Locker is refused with ErrUnauthorized
+// naming the permission and the option, rather than run unchecked.
+func TestRedis_RestrictedUser_EvictionCheck(t *testing.T) {
+	srv, admin := secureServer(t)
+	lockUser(t, admin, "app", "app-pass", "locker:")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	l := newSingleClient(t, userClient(srv.Addr(), "app", "app-pass"))
+	_, err := l.TryAcquire(ctx, "k")
+	wantUnauthorized(t, "TryAcquire by a user without +config|get", err, "NOPERM")
+	for _, s := range []string{"+config|get", "accept_eviction"} {
+		if err != nil && !strings.Contains(err.Error(), s) {
+			t.Errorf("the refusal %q does not name %s", err, s)
+		}
+	}
+	_, err = locker.Open(ctx, "redis://app:app-pass@"+srv.Addr()+"/0")
+	wantUnauthorized(t, "Open by a user without +config|get", err, "NOPERM")
+
+	accepting := newSingleClient(t, userClient(srv.Addr(), "app", "app-pass"), redis.WithAcceptEviction(true))
+	lease, err := accepting.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("TryAcquire with accept_eviction: %v", err)
+	}
+	lease.Release(ctx)
+	opened, err := locker.Open(ctx, "redis://app:app-pass@"+srv.Addr()+"/0?accept_eviction=true")
+	if err != nil {
+		t.Fatalf("Open with accept_eviction: %v", err)
+	}
+	opened.Close()
+}
+
+// Permissions taken away from a user under way refuse each operation with
+// ErrUnauthorized: a refresh (the lease is lost, the cause kept), a
+// release, a script calling a command the user may not run, and the
+// wake-up subscription of a waiting Acquire.
+func TestRedis_PermissionRevoked_Unauthorized(t *testing.T) {
+	srv, admin := secureServer(t)
+	prefix := testPrefix()
+	lockUser(t, admin, "app", "app-pass", prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := newSingleClient(t, userClient(srv.Addr(), "app", "app-pass"),
+		redis.WithPrefix(prefix), redis.WithAcceptEviction(true), locker.WithAutoRefresh(false))
+
+	// Scripts: the user may run EVALSHA, but not a command acquire.lua calls.
+	setUser(t, admin, "app", "-time")
+	_, err := l.TryAcquire(ctx, "script")
+	wantUnauthorized(t, "TryAcquire whose script calls a command denied", err, "can't run this command")
+	setUser(t, admin, "app", "+time")
+
+	// Pub/sub: an Acquire that must wait subscribes to its channel.
+	held, err := l.TryAcquire(ctx, "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setUser(t, admin, "app", "resetchannels")
+	actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = l.Acquire(actx, "sub")
+	acancel()
+	wantUnauthorized(t, "Acquire whose subscription is denied", err, "NOPERM")
+
+	setUser(t, admin, "app", "&"+prefix+"*")
+
+	// Keys: refresh and release of a lock held.
+	setUser(t, admin, "app", "resetkeys")
+	err = held.Refresh(ctx)
+	wantUnauthorized(t, "Refresh with the key denied", err, "NOPERM")
+	if !errors.Is(err, locker.ErrLeaseLost) {
+		t.Errorf("Refresh with the key denied = %v, want the lease lost too", err)
+	}
+	held2, err := newSingleClient(t, userClient(srv.Addr(), "app", "app-pass"), redis.WithAcceptEviction(true)).TryAcquire(ctx, "other")
+	wantUnauthorized(t, "TryAcquire with the key denied", err, "NOPERM")
+	if held2 != nil {
+		held2.Release(ctx)
+	}
+	setUser(t, admin, "app", "~"+prefix+"*")
+	lease, err := l.TryAcquire(ctx, "rel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setUser(t, admin, "app", "resetkeys")
+	wantUnauthorized(t, "Release with the key denied", lease.Release(ctx), "NOPERM")
+}
+
+// A second user, whose ACL covers another prefix, can neither see nor
+// touch the first user's locks: every operation on them is refused with
+// ErrUnauthorized, and the first user's lock stays as it was.
+func TestRedis_Isolation_OtherUserRefused(t *testing.T) {
+	srv, admin := secureServer(t)
+	pa, pb := testPrefix(), testPrefix()
+	lockUser(t, admin, "alice", "alice-pass", pa)
+	lockUser(t, admin, "bob", "bob-pass", pb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alice := newSingleClient(t, userClient(srv.Addr(), "alice", "alice-pass"), redis.WithPrefix(pa), redis.WithAcceptEviction(true))
+	lease, err := alice.TryAcquire(ctx, "k", locker.WithOwner("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(ctx)
+
+	// Bob's Locker aimed at Alice's prefix.
+	bob := newSingleClient(t, userClient(srv.Addr(), "bob", "bob-pass"), redis.WithPrefix(pa), redis.WithAcceptEviction(true))
+	_, err = locker.Inspect(ctx, bob, "k")
+	wantUnauthorized(t, "Inspect of another user's lock", err, "NOPERM")
+	err = nil
+	for _, e := range locker.List(ctx, bob, "") {
+		if e != nil {
+			err = e
+			break
+		}
+	}
+	wantUnauthorized(t, "List of another user's locks", err, "NOPERM")
+	_, err = bob.TryAcquire(ctx, "k")
+	wantUnauthorized(t, "TryAcquire of another user's lock", err, "NOPERM")
+	actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = bob.Acquire(actx, "free")
+	acancel()
+	wantUnauthorized(t, "Acquire of a key under another user's prefix", err, "NOPERM")
+
+	// Nor by hand: the lock key, its fence and its channels are out of reach.
+	raw := userClient(srv.Addr(), "bob", "bob-pass")
+	defer raw.Close()
+	keys, err := admin.Keys(ctx, pa+"*:lock").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("lock keys %v (%v), want Alice's one", keys, err)
+	}
+	for _, cmd := range [][]any{
+		{"DEL", keys[0]}, {"PEXPIRE", keys[0], 1}, {"SET", keys[0], "bob"}, {"GET", keys[0]},
+		{"SET", strings.TrimSuffix(keys[0], ":lock") + ":fence", 1 << 62},
+		{"PUBLISH", pa + "w:x", "x"},
+	} {
+		err := raw.Do(ctx, cmd...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+			t.Errorf("Bob's %v = %v, want NOPERM", cmd, err)
+		}
+	}
+	ps := raw.Subscribe(ctx, pa+"w:x")
+	if _, err := ps.Receive(ctx); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Errorf("Bob's SUBSCRIBE to Alice's channel = %v, want NOPERM", err)
+	}
+	ps.Close()
+
+	// Alice's lock is untouched, and Bob works in his own prefix.
+	info, err := locker.Inspect(ctx, alice, "k")
+	if err != nil || !info.Held || info.Token != lease.Token() || info.Owner != "alice" {
+		t.Errorf("Alice's lock after Bob's attempts: %+v, %v; want held by alice with token %d", info, err, lease.Token())
+	}
+	if err := lease.Refresh(ctx); err != nil {
+		t.Errorf("Alice's refresh after Bob's attempts: %v", err)
+	}
+	own := newSingleClient(t, userClient(srv.Addr(), "bob", "bob-pass"), redis.WithPrefix(pb), redis.WithAcceptEviction(true))
+	bl, err := own.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("Bob in his own prefix: %v", err)
+	}
+	bl.Release(ctx)
+}
