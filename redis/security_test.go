@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/conformance"
+	"github.com/distlock/locker/internal/launch"
+	"github.com/distlock/locker/internal/testcerts"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/redis"
 	goredis "github.com/redis/go-redis/v9"
@@ -295,4 +298,89 @@ func TestRedis_Isolation_OtherUserRefused(t *testing.T) {
 		t.Fatalf("Bob in his own prefix: %v", err)
 	}
 	bl.Release(ctx)
+}
+
+// tlsServer starts a private server speaking TLS only, that requires a
+// client certificate signed by its CA, and returns it with the
+// directory of the CA (ca.pem) and a client pair (client.pem,
+// client-key.pem).
+func tlsServer(t *testing.T) (*testenv.Server, *testcerts.CA, testcerts.Pair, string) {
+	t.Helper()
+	ca := testcerts.NewCA(t, "redis test CA")
+	server, client := ca.Server(t), ca.Client(t, "app")
+	srv := testenv.RedisSecure(t, adminPassword, &launch.RedisTLS{
+		CA: ca.CertPEM, Cert: server.CertPEM, Key: server.KeyPEM, AuthClients: true,
+		Probe: ca.ClientTLS(t, &client),
+	})
+	return srv, ca, client, ca.WriteFiles(t, map[string]testcerts.Pair{"client": client})
+}
+
+// rediss:// verifies the server against ca_file and presents cert_file
+// and key_file; a client that does not trust the server's CA refuses it,
+// and the server refuses a client without a certificate with
+// ErrUnauthorized. The client's own TLS configuration (New) works alike.
+func TestRedis_TLS_VerifiedBothWays(t *testing.T) {
+	srv, ca, client, dir := tlsServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	files := "ca_file=" + dir + "/ca.pem&cert_file=" + dir + "/client.pem&key_file=" + dir + "/client-key.pem"
+	work := func(l locker.Locker, what string) {
+		t.Helper()
+		lease, err := l.TryAcquire(ctx, "tls")
+		if err != nil {
+			t.Fatalf("%s: TryAcquire: %v", what, err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatalf("%s: Release: %v", what, err)
+		}
+	}
+	for _, u := range []string{
+		"rediss://:" + adminPassword + "@" + srv.Addr() + "/0?" + files,
+		"redis://:" + adminPassword + "@" + srv.Addr() + "/0?tls=true&" + files,
+		"rediss://:" + adminPassword + "@" + srv.Addr() + "/0?server_name=localhost&" + files,
+	} {
+		l, err := locker.Open(ctx, u)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", redactURL(u), err)
+		}
+		work(l, redactURL(u))
+		l.Close()
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), Password: adminPassword, ContextTimeoutEnabled: true,
+		TLSConfig: ca.ClientTLS(t, &client)})
+	work(newSingleClient(t, c), "New over a client with TLSConfig")
+
+	// A client that does not trust the test CA (the system's roots).
+	l, err := locker.Open(ctx, "rediss://:"+adminPassword+"@"+srv.Addr()+"/0?cert_file="+dir+"/client.pem&key_file="+dir+"/client-key.pem")
+	if err == nil {
+		l.Close()
+		t.Fatal("Open without the server's CA succeeded")
+	}
+	if !strings.Contains(err.Error(), "certificate") || errors.Is(err, locker.ErrLocked) {
+		t.Errorf("Open without the server's CA = %v, want a certificate verification error", err)
+	}
+	t.Logf("without the CA: %v", err)
+	// A client without a certificate, which the server requires.
+	l, err = locker.Open(ctx, "rediss://:"+adminPassword+"@"+srv.Addr()+"/0?ca_file="+dir+"/ca.pem")
+	if err == nil {
+		l.Close()
+		t.Fatal("Open without a client certificate succeeded")
+	}
+	wantUnauthorized(t, "Open without a client certificate", err, "certificate")
+	t.Logf("without a client certificate: %v", err)
+	// Plain text to a TLS port is no answer at all.
+	l, err = locker.Open(ctx, "redis://:"+adminPassword+"@"+srv.Addr()+"/0?dial_timeout=2s&read_timeout=2s")
+	if err == nil {
+		l.Close()
+		t.Fatal("Open in plain text of a TLS-only server succeeded")
+	}
+}
+
+// redactURL is u with its password hidden, for messages.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return p.Redacted()
 }

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/urltls"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -68,6 +70,10 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 		own = append(own, WithAllowFewMasters(allow))
 	}
 	opts = append(own, opts...)
+	tlsConf, err := takeTLS(q)
+	if err != nil {
+		return nil, err
+	}
 	isRedlock, err := takeBool(q, "redlock")
 	if err != nil {
 		return nil, err
@@ -88,6 +94,9 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 	}
 	sentinel := q.Get("master_name") != ""
 
+	if tlsConf != nil {
+		scheme = SchemeTLS // tls=true or a file: TLS on redis:// and redlock:// too
+	}
 	// The URL go-redis parses: our parameters removed, one host.
 	base := *u
 	base.Scheme = scheme
@@ -124,6 +133,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 				return nil, invalidURL("master %q: %v", h, err)
 			}
 			o.ContextTimeoutEnabled = true
+			o.TLSConfig = withTLS(tlsConf, o.TLSConfig)
 			if o.MaxRetries == 0 {
 				// A retried request would eat into the node timeout; a failed
 				// master is what the quorum is for.
@@ -161,6 +171,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
+		o.TLSConfig = withTLS(tlsConf, o.TLSConfig)
 		return openSingle(ctx, goredis.NewFailoverClient(o), opts)
 	case cluster || len(hosts) > 1:
 		if p := strings.Trim(u.Path, "/"); p != "" {
@@ -171,6 +182,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
+		o.TLSConfig = withTLS(tlsConf, o.TLSConfig)
 		return openSingle(ctx, goredis.NewClusterClient(o), opts)
 	default:
 		o, err := goredis.ParseURL(withHost(hosts[0]))
@@ -178,6 +190,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
+		o.TLSConfig = withTLS(tlsConf, o.TLSConfig)
 		return openSingle(ctx, goredis.NewClient(o), opts)
 	}
 }
@@ -221,7 +234,42 @@ func (r *redlock) ping(ctx context.Context) error {
 
 // ownParams are the query parameters this package reads itself; every other
 // one is go-redis's (clientParams).
-var ownParams = []string{"prefix", "node_timeout", "accept_eviction", "redlock", "cluster"}
+var ownParams = append([]string{"prefix", "node_timeout", "accept_eviction", "allow_few_masters", "redlock", "cluster"}, urltls.Names...)
+
+// takeTLS takes the TLS parameters every networked backend shares
+// (internal/urltls: tls, ca_file, cert_file, key_file, server_name,
+// insecure_skip_verify) out of q, and returns the configuration they ask
+// for, or nil.
+func takeTLS(q url.Values) (*tls.Config, error) {
+	var p urltls.Params
+	for _, name := range urltls.Names {
+		if vs, ok := q[name]; ok {
+			q.Del(name)
+			if _, err := p.Set(name, vs[len(vs)-1]); err != nil {
+				return nil, invalidURL("%v", err)
+			}
+		}
+	}
+	c, err := p.Config()
+	if err != nil {
+		return nil, invalidURL("%v", err)
+	}
+	return c, nil
+}
+
+// withTLS is the TLS configuration of one client: c, from the URL, with
+// the server name go-redis took from the host dialled unless server_name
+// says otherwise; or parsed (rediss:// alone, skip_verify) when c is nil.
+func withTLS(c, parsed *tls.Config) *tls.Config {
+	if c == nil {
+		return parsed
+	}
+	c = c.Clone()
+	if c.ServerName == "" && parsed != nil {
+		c.ServerName = parsed.ServerName
+	}
+	return c
+}
 
 // paramKind is the kind of value a go-redis query parameter takes.
 type paramKind int
