@@ -13,6 +13,7 @@ import (
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/conformance"
 	"github.com/distlock/locker/internal/launch"
+	"github.com/distlock/locker/internal/secretcheck"
 	"github.com/distlock/locker/internal/testcerts"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/redis"
@@ -383,4 +384,67 @@ func redactURL(u string) string {
 		return "(unparsable URL)"
 	}
 	return p.Redacted()
+}
+
+// No password reaches an error, a log line, a span or a metric of a
+// Locker opened with a password in its URL: refused, then granted,
+// released, and lost twice (its key deleted; its permission revoked).
+func TestRedis_Secrets_NeverRecorded(t *testing.T) {
+	srv, admin := secureServer(t)
+	const password, wrong = "app-Pass-93c1e", "wrong-Pass-5b07"
+	prefix := testPrefix()
+	lockUser(t, admin, "app", password, prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := secretcheck.New()
+	opts := append(r.Options(), locker.WithAutoRefresh(false)) // one meter provider: a reader registers once
+	base := "redis://app:%s@" + srv.Addr() + "/0?accept_eviction=true&prefix=" + url.QueryEscape(prefix)
+	var errs []error
+	_, err := locker.Open(ctx, strings.Replace(base, "%s", wrong, 1), opts...)
+	wantUnauthorized(t, "Open with a wrong password", err, "WRONGPASS")
+	errs = append(errs, err)
+	l, err := locker.Open(ctx, strings.Replace(base, "%s", password, 1), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	lease, err := l.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs = append(errs, lease.Release(ctx))
+	lease, err = l.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Del(ctx, lockKey(t, admin, prefix)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = lease.Refresh(ctx)
+	if !errors.Is(err, locker.ErrLeaseLost) {
+		t.Errorf("Refresh of a deleted lock = %v, want ErrLeaseLost", err)
+	}
+	errs = append(errs, err, lease.Err(), lease.Release(ctx))
+	lease, err = l.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setUser(t, admin, "app", "resetkeys")
+	err = lease.Refresh(ctx)
+	wantUnauthorized(t, "Refresh with the key denied", err, "NOPERM")
+	errs = append(errs, err, lease.Err(), lease.Release(ctx))
+	_, err = l.TryAcquire(ctx, "k")
+	errs = append(errs, err)
+	r.Check(t, []string{password, wrong}, errs...)
+}
+
+// lockKey is the one lock key under prefix.
+func lockKey(t testing.TB, admin *goredis.Client, prefix string) string {
+	t.Helper()
+	keys, err := admin.Keys(context.Background(), prefix+"*:lock").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("lock keys under %q: %v (%v), want one", prefix, keys, err)
+	}
+	return keys[0]
 }
