@@ -65,3 +65,30 @@ func isRefusal(err error) bool {
 // refusedTo wraps refused for a method's named error result:
 // defer refusedTo(&err).
 func refusedTo(err *error) { *err = refused(*err) }
+
+// refusedByQuorum wraps err, a Redlock error that gathers the failures of
+// its masters in one errors.Join, in locker.ErrUnauthorized when the
+// masters that refused the credentials or a permission are more than a
+// majority can spare: those refusals alone deny the quorum, and no outage
+// ending will help. Fewer refusals are one failure among others.
+func (r *redlock) refusedByQuorum(err *error) {
+	if *err == nil || errors.Is(*err, locker.ErrUnauthorized) || errors.Is(*err, locker.ErrLocked) {
+		return
+	}
+	for e := *err; e != nil; e = errors.Unwrap(e) {
+		j, ok := e.(interface{ Unwrap() []error })
+		if !ok {
+			continue
+		}
+		n := 0
+		for _, m := range j.Unwrap() {
+			if isRefusal(m) {
+				n++
+			}
+		}
+		if n > len(r.nodes)-r.quorum {
+			*err = fmt.Errorf("%w: %w", locker.ErrUnauthorized, *err)
+		}
+		return
+	}
+}

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"regexp"
@@ -447,4 +448,77 @@ func lockKey(t testing.TB, admin *goredis.Client, prefix string) string {
 		t.Fatalf("lock keys under %q: %v (%v), want one", prefix, keys, err)
 	}
 	return keys[0]
+}
+
+// Redlock's masters are independent servers, each with its own password:
+// password_N (and username_N) in the URL give master N's. Refusals that
+// alone deny the quorum are ErrUnauthorized; one refusal among three
+// masters is spared like any failed master.
+func TestRedlock_PerMasterCredentials(t *testing.T) {
+	pw := []string{"m1-Pass-a8", "m2-Pass-b9", "m3-Pass-c0"}
+	c := testenv.RedisSecureMasters(t, pw)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hosts := strings.Join(c.Addrs(), ",")
+	open := func(p ...string) (locker.Locker, error) {
+		q := url.Values{}
+		for i, v := range p {
+			q.Set(fmt.Sprintf("password_%d", i+1), v)
+		}
+		return locker.Open(ctx, "redlock://"+hosts+"/?"+q.Encode())
+	}
+	l, err := open(pw...)
+	if err != nil {
+		t.Fatalf("Open with each master's password: %v", err)
+	}
+	lease, err := l.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	l.Close()
+
+	l, err = open(pw[0], "wrong", pw[2])
+	if err != nil {
+		t.Fatalf("Open with one master's password wrong (a majority still answers): %v", err)
+	}
+	lease, err = l.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("TryAcquire with one master refusing: %v", err)
+	}
+	lease.Release(ctx)
+	l.Close()
+
+	_, err = open(pw[0], "wrong", "wrong")
+	wantUnauthorized(t, "Open with two of three masters' passwords wrong", err, "WRONGPASS")
+	_, err = open("wrong", "wrong", "wrong")
+	wantUnauthorized(t, "Open with every master's password wrong", err, "WRONGPASS")
+
+	// One password for all (the URL's user info) with one master's own.
+	l, err = locker.Open(ctx, "redlock://:"+pw[0]+"@"+hosts+"/?password_2="+pw[1]+"&password_3="+pw[2])
+	if err != nil {
+		t.Fatalf("Open with the user info's password and two masters' own: %v", err)
+	}
+	l.Close()
+}
+
+// username_N and password_N name a Redlock master by its place in the
+// host list: out of range, or on a URL that is not Redlock's, they are
+// refused, without repeating the value.
+func TestRedlock_PerMasterCredentials_URLChecked(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{
+		"redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/?password_4=s3cret-x",
+		"redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/?password_0=s3cret-x",
+		"redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/?password_01=s3cret-x",
+		"redis://127.0.0.1:1/0?password_1=s3cret-x",
+		"redis://127.0.0.1:1,127.0.0.1:2/?username_1=u",
+	} {
+		_, err := locker.Open(ctx, u)
+		if !errors.Is(err, locker.ErrInvalidURL) || strings.Contains(err.Error(), "s3cret-x") {
+			t.Errorf("Open(%s) = %v, want ErrInvalidURL without the password", u, err)
+		}
+	}
 }

@@ -93,6 +93,13 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 		}
 	}
 	sentinel := q.Get("master_name") != ""
+	auth, err := takeMasterAuth(q, len(hosts))
+	if err != nil {
+		return nil, err
+	}
+	if len(auth) > 0 && !isRedlock {
+		return nil, invalidURL("query: username_N and password_N name Redlock masters (redlock=true or redlock://)")
+	}
 
 	if tlsConf != nil {
 		scheme = SchemeTLS // tls=true or a file: TLS on redis:// and redlock:// too
@@ -126,7 +133,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 				_ = c.Close()
 			}
 		}
-		for _, h := range hosts {
+		for i, h := range hosts {
 			o, err := goredis.ParseURL(withHost(h))
 			if err != nil {
 				closeAll()
@@ -134,6 +141,14 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 			}
 			o.ContextTimeoutEnabled = true
 			o.TLSConfig = withTLS(tlsConf, o.TLSConfig)
+			if a, ok := auth[i+1]; ok {
+				if a.user != nil {
+					o.Username = *a.user
+				}
+				if a.password != nil {
+					o.Password = *a.password
+				}
+			}
 			if o.MaxRetries == 0 {
 				// A retried request would eat into the node timeout; a failed
 				// master is what the quorum is for.
@@ -215,7 +230,8 @@ func openSingle(ctx context.Context, c goredis.UniversalClient, opts []locker.Op
 }
 
 // ping checks that a quorum of masters answers.
-func (r *redlock) ping(ctx context.Context) error {
+func (r *redlock) ping(ctx context.Context) (err error) {
+	defer r.refusedByQuorum(&err)
 	res := make([]error, len(r.nodes))
 	r.onAll(ctx, maxNodeTimeout*4, func(ctx context.Context, i int, c goredis.UniversalClient) {
 		res[i] = c.Ping(ctx).Err()
@@ -227,7 +243,7 @@ func (r *redlock) ping(ctx context.Context) error {
 		}
 	}
 	if len(errs) > len(r.nodes)-r.quorum {
-		return fmt.Errorf("redlock: %d of %d masters unreachable, quorum %d: %w", len(errs), len(r.nodes), r.quorum, errors.Join(errs...))
+		return fmt.Errorf("redlock: %d of %d masters failed, quorum %d: %w", len(errs), len(r.nodes), r.quorum, errors.Join(errs...))
 	}
 	return nil
 }
@@ -235,6 +251,37 @@ func (r *redlock) ping(ctx context.Context) error {
 // ownParams are the query parameters this package reads itself; every other
 // one is go-redis's (clientParams).
 var ownParams = append([]string{"prefix", "node_timeout", "accept_eviction", "allow_few_masters", "redlock", "cluster"}, urltls.Names...)
+
+// masterAuth are the credentials of one Redlock master that differ from
+// the URL's (user info, or username and password).
+type masterAuth struct{ user, password *string }
+
+// takeMasterAuth takes username_N and password_N (N from 1 to hosts, the
+// master's place in the host list) out of q: Redlock's masters are
+// independent servers, each with its own credentials.
+func takeMasterAuth(q url.Values, hosts int) (map[int]masterAuth, error) {
+	auth := map[int]masterAuth{}
+	for k, vs := range q {
+		field, num, ok := strings.Cut(k, "_")
+		if !ok || field != "username" && field != "password" {
+			continue
+		}
+		i, err := strconv.Atoi(num)
+		if err != nil || i < 1 || i > hosts || num != strconv.Itoa(i) {
+			return nil, invalidURL("query parameter %s: want %s_N with N from 1 to %d, a master's place in the host list", k, field, hosts)
+		}
+		q.Del(k)
+		v := vs[len(vs)-1]
+		a := auth[i]
+		if field == "username" {
+			a.user = &v
+		} else {
+			a.password = &v
+		}
+		auth[i] = a
+	}
+	return auth, nil
+}
 
 // takeTLS takes the TLS parameters every networked backend shares
 // (internal/urltls: tls, ca_file, cert_file, key_file, server_name,
