@@ -522,3 +522,59 @@ func TestRedlock_PerMasterCredentials_URLChecked(t *testing.T) {
 		}
 	}
 }
+
+// A Cluster whose nodes require a password: the conformance suite passes
+// as a user holding the documented ACL, plus the Cluster's own line, on
+// every node (ACL users are per node).
+func TestConformance_ClusterRestrictedUser(t *testing.T) {
+	c := testenv.RedisSecureCluster(t, adminPassword)
+	h := newHarness(c.Addrs(), false, nil)
+	for _, a := range c.Addrs() {
+		admin := adminClient(t, a, adminPassword)
+		lockUser(t, admin, "app", "app-pass", h.prefix)
+		setUser(t, admin, clusterACL(t)...)
+	}
+	h.connect = func(addrs []string) []goredis.UniversalClient {
+		return []goredis.UniversalClient{goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs: addrs, Username: "app", Password: "app-pass", ContextTimeoutEnabled: true})}
+	}
+	h.opts = []locker.Option{redis.WithAcceptEviction(true)}
+	conformance.Run(t, h)
+
+	// The URL form, and a wrong password on it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u := "redis://app:app-pass@" + strings.Join(c.Addrs(), ",") + "/?accept_eviction=true&prefix=" + url.QueryEscape(h.prefix)
+	l, err := locker.Open(ctx, u)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", redactURL(u), err)
+	}
+	lease, err := l.TryAcquire(ctx, "url")
+	if err != nil {
+		t.Fatalf("TryAcquire on the Cluster by URL: %v", err)
+	}
+	lease.Release(ctx)
+	l.Close()
+	_, err = locker.Open(ctx, strings.Replace(u, "app-pass", "wrong", 1))
+	wantUnauthorized(t, "Open of the Cluster with a wrong password", err, "WRONGPASS")
+}
+
+// clusterACL is the second ACL SETUSER line of
+// docs/design/security-redis.md (what a Cluster client needs besides), as
+// words after ACL SETUSER, for user app.
+func clusterACL(t testing.TB) []any {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/design/security-redis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`(?m)^ACL SETUSER locker \+.*$`).Find(doc)
+	if line == nil {
+		t.Fatal("docs/design/security-redis.md: no line starting ACL SETUSER locker +")
+	}
+	words := []any{"app"}
+	for _, w := range strings.Fields(string(line))[3:] {
+		words = append(words, w)
+	}
+	return words
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -62,6 +63,34 @@ func RedisSecure(image string, port int, password string, tl *RedisTLS, extra ..
 // RedisAuthInfo is the probe of a Redis server whose default user has a
 // password: AUTH, then INFO server, over TLS when tl is not nil.
 func RedisAuthInfo(ctx context.Context, addr string, tl *tls.Config, password string) (string, error) {
+	info, err := redisAuthBulk(ctx, addr, tl, password, "INFO", "server")
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
+			return "redis-server " + v, nil
+		}
+	}
+	return "redis-server (version unknown)", nil
+}
+
+// RedisAuthClusterOK is RedisClusterOK for a node whose default user has
+// a password.
+func RedisAuthClusterOK(ctx context.Context, addr, password string) error {
+	r, err := redisAuthBulk(ctx, addr, nil, password, "CLUSTER", "INFO")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(r, "cluster_state:ok") {
+		return fmt.Errorf("cluster not ok: %q", r)
+	}
+	return nil
+}
+
+// redisAuthBulk sends AUTH password and then cmd, whose answer is a bulk
+// string, and returns that answer.
+func redisAuthBulk(ctx context.Context, addr string, tl *tls.Config, password string, cmd ...string) (string, error) {
 	var d net.Dialer
 	var c net.Conn
 	var err error
@@ -77,7 +106,14 @@ func RedisAuthInfo(ctx context.Context, addr string, tl *tls.Config, password st
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
-	if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n", len(password), password); err != nil {
+	var req strings.Builder
+	for _, words := range [][]string{{"AUTH", password}, cmd} {
+		fmt.Fprintf(&req, "*%d\r\n", len(words))
+		for _, w := range words {
+			fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(w), w)
+		}
+	}
+	if _, err := io.WriteString(c, req.String()); err != nil {
 		return "", err
 	}
 	r := bufio.NewReader(c)
@@ -92,16 +128,13 @@ func RedisAuthInfo(ctx context.Context, addr string, tl *tls.Config, password st
 	if err != nil {
 		return "", err
 	}
-	if !strings.HasPrefix(head, "$") {
-		return "", fmt.Errorf("INFO server: %q", strings.TrimSpace(head))
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if !strings.HasPrefix(head, "$") || err != nil || n < 0 {
+		return "", fmt.Errorf("%s: %q", strings.Join(cmd, " "), strings.TrimSpace(head))
 	}
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return "redis-server (version unknown)", nil
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return "redis-server " + v, nil
-		}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return "", err
 	}
+	return string(body), nil
 }
