@@ -280,6 +280,21 @@ func TestRedis_Isolation_OtherUserRefused(t *testing.T) {
 			t.Errorf("Bob's %v = %v, want NOPERM", cmd, err)
 		}
 	}
+	// What the ACL does not hide (as the documentation says): SCAN is
+	// keyless, and lists the names under Alice's prefix to Bob.
+	var seen []string
+	for cur := uint64(0); ; {
+		var page []string
+		if page, cur, err = raw.Scan(ctx, cur, pa+"*:lock", 1000).Result(); err != nil {
+			t.Fatalf("Bob's SCAN: %v", err)
+		}
+		if seen = append(seen, page...); cur == 0 {
+			break
+		}
+	}
+	if len(seen) != 1 || seen[0] != keys[0] {
+		t.Errorf("Bob's SCAN of Alice's prefix found %v, want her lock key's name %s (SCAN is not filtered by key patterns)", seen, keys[0])
+	}
 	ps := raw.Subscribe(ctx, pa+"w:x")
 	if _, err := ps.Receive(ctx); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Errorf("Bob's SUBSCRIBE to Alice's channel = %v, want NOPERM", err)
