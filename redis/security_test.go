@@ -593,3 +593,37 @@ func clusterACL(t testing.TB) []any {
 	}
 	return words
 }
+
+// A Redlock user whose permission is revoked on one master of three goes
+// on with the other two; revoked on two, the refusals alone deny the
+// quorum: refresh, release and acquire are ErrUnauthorized.
+func TestRedlock_PermissionRevokedOnMasters(t *testing.T) {
+	pw := []string{"m1-Pass-a8", "m2-Pass-b9", "m3-Pass-c0"}
+	c := testenv.RedisSecureMasters(t, pw)
+	prefix := testPrefix()
+	admins := make([]*goredis.Client, len(pw))
+	for i, a := range c.Addrs() {
+		admins[i] = adminClient(t, a, pw[i])
+		lockUser(t, admins[i], "app", "app-pass", prefix)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	u := "redlock://app:app-pass@" + strings.Join(c.Addrs(), ",") + "/?accept_eviction=true&prefix=" + url.QueryEscape(prefix)
+	l, err := locker.Open(ctx, u, locker.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer l.Close()
+	lease, err := l.TryAcquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setUser(t, admins[0], "app", "resetkeys")
+	if err := lease.Refresh(ctx); err != nil {
+		t.Fatalf("Refresh with one master of three refusing: %v", err)
+	}
+	setUser(t, admins[1], "app", "resetkeys")
+	wantUnauthorized(t, "Refresh with two masters of three refusing", lease.Refresh(ctx), "NOPERM")
+	_, err = l.TryAcquire(ctx, "other")
+	wantUnauthorized(t, "TryAcquire with two masters of three refusing", err, "NOPERM")
+}
