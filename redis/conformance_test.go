@@ -24,6 +24,7 @@ type harness struct {
 	// Cluster seeds), or one per Redlock master.
 	connect func(addrs []string) []goredis.UniversalClient
 	addrs   []string
+	opts    []locker.Option // before the suite's own
 
 	mu      sync.Mutex
 	clients map[locker.Locker][]goredis.UniversalClient
@@ -69,7 +70,7 @@ func (h *harness) newLocker(addrs []string, opts ...locker.Option) (locker.Locke
 
 // newLockerTimeout is newLocker with Redlock's node timeout nodeTimeout.
 func (h *harness) newLockerTimeout(addrs []string, nodeTimeout time.Duration, opts ...locker.Option) (locker.Locker, []goredis.UniversalClient, error) {
-	opts = append([]locker.Option{redis.WithPrefix(h.prefix), redis.CloseClients()}, opts...)
+	opts = append(append([]locker.Option{redis.WithPrefix(h.prefix), redis.CloseClients()}, h.opts...), opts...)
 	cs := h.connect(addrs)
 	if h.redlock {
 		l, err := redis.NewRedlock(cs, append(opts, redis.WithNodeTimeout(nodeTimeout))...)

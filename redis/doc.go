@@ -12,7 +12,14 @@
 // or redlock://h1,h2,h3: Redlock. Open owns the clients it makes. Besides
 // go-redis's parameters (range-checked), prefix (default "locker:"),
 // node_timeout (Redlock's per master), accept_eviction and
-// allow_few_masters set the options of those names (WithPrefix, …).
+// allow_few_masters set the options of those names (WithPrefix, …); the
+// shared TLS parameters (tls, ca_file, cert_file, key_file, …) and, for
+// Redlock, password_N and username_N (master N's credentials) are read too.
+//
+// Security (docs/design/security-redis.md: the minimal ACL, TLS): refused
+// credentials or permissions (NOAUTH, WRONGPASS, NOPERM, a client
+// certificate refused) are locker.ErrUnauthorized. A user denied CONFIG
+// GET needs accept_eviction; users sharing a prefix can do anything there.
 //
 // Tokens: max(counter+1, server time in µs); they increase across crashes,
 // expiry and restarts (unless the server's clock steps back), and across a

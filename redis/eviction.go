@@ -34,6 +34,16 @@ func (e *evictionCheck) check(ctx context.Context, c goredis.UniversalClient) er
 	policy, err := evictionPolicy(ctx, c)
 	var reply goredis.Error
 	switch {
+	case goredis.HasErrorPrefix(err, "NOPERM"):
+		// An ACL denies CONFIG GET, as it should a lock user's (CONFIG GET
+		// also reads requirepass): the operator who restricted it says
+		// whether the policy is safe. Not kept: a grant may come later.
+		if !e.accept {
+			return fmt.Errorf("%w: %w (reading maxmemory-policy needs +config|get; or, with maxmemory-policy noeviction, accept it with accept_eviction=true or WithAcceptEviction(true))",
+				locker.ErrUnauthorized, err)
+		}
+	case isRefusal(err):
+		return err // the credentials: not the check's to judge
 	case errors.As(err, &reply):
 		// CONFIG is refused (managed services rename or forbid it): the
 		// policy cannot be known. Say so once, and go on.

@@ -91,7 +91,7 @@ func (g *Guard) Get(ctx context.Context, resource string) (value string, highest
 	fence, val := g.names(resource)
 	vs, err := g.client.MGet(ctx, fence, val).Result()
 	if err != nil {
-		return "", 0, false, fmt.Errorf("redis guard: get %q: %w", resource, err)
+		return "", 0, false, fmt.Errorf("redis guard: get %q: %w", resource, refused(err))
 	}
 	if s, ok := vs[0].(string); ok {
 		if highest, err = strconv.ParseUint(s, 10, 64); err != nil {
@@ -104,7 +104,8 @@ func (g *Guard) Get(ctx context.Context, resource string) (value string, highest
 
 var errZeroToken = errors.New("token 0 is never issued by a lock")
 
-func (g *Guard) run(ctx context.Context, resource string, token uint64, write bool, value string) error {
+func (g *Guard) run(ctx context.Context, resource string, token uint64, write bool, value string) (err error) {
+	defer refusedTo(&err)
 	if token == 0 {
 		return fmt.Errorf("%w: resource %q: %w", fencing.ErrStaleToken, resource, errZeroToken)
 	}

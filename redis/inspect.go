@@ -78,7 +78,8 @@ func readSeen(v any, err error) (seen, error) {
 
 // Inspect implements driver.Inspector: inspect.lua reads the lock, its
 // fence, info and queue in one step, so the view is consistent.
-func (b *backend) Inspect(ctx context.Context, key string) (driver.LockInfo, error) {
+func (b *backend) Inspect(ctx context.Context, key string) (_ driver.LockInfo, err error) {
+	defer refusedTo(&err)
 	n := b.names(key)
 	s, err := readSeen(inspectScript.Run(ctx, b.client, n.inspectKeys()).Result())
 	if err != nil {
@@ -235,7 +236,8 @@ func (b *backend) scanNodes(ctx context.Context) ([]scanNode, error) {
 // lock held throughout the listing is listed; one taken or freed meanwhile
 // may or may not be; one may be listed twice (the server resized its key
 // table between two calls).
-func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.LockInfo, string, error) {
+func (b *backend) List(ctx context.Context, prefix, cursor string, limit int) (_ []driver.LockInfo, _ string, err error) {
+	defer refusedTo(&err)
 	cur, err := parseCursor(cursor)
 	if err != nil {
 		return nil, "", err

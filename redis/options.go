@@ -60,8 +60,10 @@ func WithNodeTimeout(d time.Duration) locker.Option {
 // delete a held lock under memory pressure and grant it to a second owner:
 // New refuses it on the first request unless this option says the caller
 // knows. Fencing tokens still increase (the clock floor), so a guarded
-// resource still refuses the older holder once the newer one wrote. URL query
-// parameter: accept_eviction.
+// resource still refuses the older holder once the newer one wrote. A user
+// that may not read the policy (no +config|get, as a lock user should be)
+// is refused with locker.ErrUnauthorized unless this vouches for it. URL
+// query parameter: accept_eviction.
 func WithAcceptEviction(accept bool) locker.Option {
 	return option(func(c *config) { c.AcceptEviction = accept })
 }

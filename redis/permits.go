@@ -93,7 +93,8 @@ func (p *permit) hold() any {
 	return p.minHold
 }
 
-func (p *permit) Refresh(ctx context.Context, ttl time.Duration) error {
+func (p *permit) Refresh(ctx context.Context, ttl time.Duration) (err error) {
+	defer refusedTo(&err)
 	n, err := permitRefreshScript.Run(ctx, p.b.client, []string{p.n.lock, p.n.sem, p.n.sinfo}, p.val, ttlMillis(ttl), p.hold()).Int64()
 	if err != nil {
 		return err
@@ -115,7 +116,8 @@ func (p *permit) release(ctx context.Context) (int64, error) {
 		p.val, p.b.wakeArg, token, p.hold()).Int64()
 }
 
-func (p *permit) Release(ctx context.Context) error {
+func (p *permit) Release(ctx context.Context) (err error) {
+	defer refusedTo(&err)
 	n, err := p.release(ctx)
 	if err != nil && outcomeUnknown(err) {
 		n, err = settle(ctx, p.release)

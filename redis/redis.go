@@ -202,7 +202,8 @@ func (b *base) leave(ctx context.Context, c goredis.UniversalClient, n names, w 
 	leaveScript.Run(ctx, c, []string{n.lock, n.queue, n.deadlines, n.sem}, w.id, b.wake)
 }
 
-func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	defer refusedTo(&err)
 	l, _, err := b.attempt(ctx, req, b.names(req.Key), "")
 	if err != nil {
 		return nil, err
@@ -213,7 +214,8 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.L
 	return l, nil
 }
 
-func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
+func (b *backend) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	defer refusedTo(&err)
 	n := b.names(req.Key)
 	// The uncontended path is one round trip: no subscription, no queue.
 	l, _, err := b.attempt(ctx, req, n, "")
@@ -300,7 +302,8 @@ func (l *lock) Token() uint64 { return l.token }
 
 func (l *lock) Start() time.Time { return l.start }
 
-func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
+	defer refusedTo(&err)
 	args := []any{l.val, ttlMillis(ttl)}
 	if l.minHold != nil {
 		args = append(args, l.minHold)
@@ -318,7 +321,8 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // Release deletes the lock. It is safe to repeat (release.lua knows its own
 // release again by the token in the fence), so a release whose outcome is
 // unknown is settled by running it again.
-func (l *lock) Release(ctx context.Context) error {
+func (l *lock) Release(ctx context.Context) (err error) {
+	defer refusedTo(&err)
 	run := func(ctx context.Context) (int64, error) {
 		// The token as the fence holds it: go-redis writes it in decimal.
 		if l.minHold != nil {

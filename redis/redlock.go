@@ -530,6 +530,7 @@ func jitter(span time.Duration, n int, ttl time.Duration) time.Duration {
 const tryRounds = 3
 
 func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	defer r.refusedByQuorum(&err)
 	a := r.newAcquisition(req)
 	defer func() {
 		if err != nil {
@@ -573,6 +574,7 @@ func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (_ driver
 const failedRounds = 3
 
 func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
+	defer r.refusedByQuorum(&err)
 	a := r.newAcquisition(req)
 	// One acquisition per key at a time in this Locker: its goroutines would
 	// only split the masters between themselves.
@@ -715,7 +717,8 @@ func (l *rlock) Start() time.Time { return l.start }
 // Refresh extends the lock on every master that still holds it; it succeeds
 // when a majority did so within the validity the new TTL gives, counted
 // from before the first request.
-func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
+func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
+	defer l.r.refusedByQuorum(&err)
 	start := time.Now()
 	// A refresh does not spend the validity of a new grant: the deadline
 	// counts from before it was sent. So a master may take up to the refresh
@@ -724,7 +727,7 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l.minHold != nil {
 		args = append(args, l.minHold)
 	}
-	err := l.onHolders(ctx, "refreshed", max(l.r.timeout(ttl), ttl/3), refreshScript, args...)
+	err = l.onHolders(ctx, "refreshed", max(l.r.timeout(ttl), ttl/3), refreshScript, args...)
 	if err == nil && time.Since(start) >= ttl-driver.DriftMargin(ttl) {
 		return fmt.Errorf("redlock: refresh took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), ttl)
 	}
@@ -766,7 +769,8 @@ func (l *rlock) onHolders(ctx context.Context, done string, timeout time.Duratio
 // Release deletes the lock on every master that holds it. It reports
 // ErrLeaseLost when no majority held it any more, and an error when too
 // many masters failed to tell.
-func (l *rlock) Release(ctx context.Context) error {
+func (l *rlock) Release(ctx context.Context) (err error) {
+	defer l.r.refusedByQuorum(&err)
 	answers, err := l.r.releaseEach(ctx, l.n, l.val, true, l.minHold, l.r.timeout(l.ttl))
 	var released, failed int
 	for _, x := range answers {

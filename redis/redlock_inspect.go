@@ -107,7 +107,8 @@ func (r *redlock) inspectEach(ctx context.Context, all []names) [][]*seen {
 
 // Inspect implements driver.Inspector with the majority view (view): one
 // atomic inspect.lua per master, in parallel.
-func (r *redlock) Inspect(ctx context.Context, key string) (driver.LockInfo, error) {
+func (r *redlock) Inspect(ctx context.Context, key string) (_ driver.LockInfo, err error) {
+	defer r.refusedByQuorum(&err)
 	n := r.names(key)
 	info, _, err := r.view(key, r.inspectEach(ctx, []names{n})[0])
 	return info, err
@@ -119,7 +120,8 @@ func (r *redlock) Inspect(ctx context.Context, key string) (driver.LockInfo, err
 // from the first of its masters only, so once; a master that cannot be
 // scanned is skipped, as long as no more than a majority can spare fail:
 // every majority has a master among the rest.
-func (r *redlock) List(ctx context.Context, prefix, cursor string, limit int) ([]driver.LockInfo, string, error) {
+func (r *redlock) List(ctx context.Context, prefix, cursor string, limit int) (_ []driver.LockInfo, _ string, err error) {
+	defer r.refusedByQuorum(&err)
 	cur, err := parseCursor(cursor)
 	if err != nil {
 		return nil, "", err

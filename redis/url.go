@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/urltls"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -68,6 +70,10 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 		own = append(own, WithAllowFewMasters(allow))
 	}
 	opts = append(own, opts...)
+	tlsConf, err := takeTLS(q)
+	if err != nil {
+		return nil, err
+	}
 	isRedlock, err := takeBool(q, "redlock")
 	if err != nil {
 		return nil, err
@@ -87,7 +93,17 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 		}
 	}
 	sentinel := q.Get("master_name") != ""
+	auth, err := takeMasterAuth(q, len(hosts))
+	if err != nil {
+		return nil, err
+	}
+	if len(auth) > 0 && !isRedlock {
+		return nil, invalidURL("query: username_N and password_N name Redlock masters (redlock=true or redlock://)")
+	}
 
+	if tlsConf != nil {
+		scheme = SchemeTLS // tls=true or a file: TLS on redis:// and redlock:// too
+	}
 	// The URL go-redis parses: our parameters removed, one host.
 	base := *u
 	base.Scheme = scheme
@@ -117,13 +133,22 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 				_ = c.Close()
 			}
 		}
-		for _, h := range hosts {
+		for i, h := range hosts {
 			o, err := goredis.ParseURL(withHost(h))
 			if err != nil {
 				closeAll()
 				return nil, invalidURL("master %q: %v", h, err)
 			}
 			o.ContextTimeoutEnabled = true
+			o.TLSConfig = withTLS(tlsConf, o.TLSConfig)
+			if a, ok := auth[i+1]; ok {
+				if a.user != nil {
+					o.Username = *a.user
+				}
+				if a.password != nil {
+					o.Password = *a.password
+				}
+			}
 			if o.MaxRetries == 0 {
 				// A retried request would eat into the node timeout; a failed
 				// master is what the quorum is for.
@@ -143,7 +168,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 				// The masters that answered; ping judged the others.
 				if err == nil {
 					e := evictionCheck{accept: cfg.AcceptEviction, logger: cfg.Logger}
-					if cerr := e.check(ctx, c); errors.Is(cerr, ErrEvictingPolicy) {
+					if cerr := e.check(ctx, c); errors.Is(cerr, ErrEvictingPolicy) || errors.Is(cerr, locker.ErrUnauthorized) {
 						err = cerr
 					}
 				}
@@ -161,6 +186,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
+		o.TLSConfig = withTLS(tlsConf, o.TLSConfig)
 		return openSingle(ctx, goredis.NewFailoverClient(o), opts)
 	case cluster || len(hosts) > 1:
 		if p := strings.Trim(u.Path, "/"); p != "" {
@@ -171,6 +197,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
+		o.TLSConfig = withTLS(tlsConf, o.TLSConfig)
 		return openSingle(ctx, goredis.NewClusterClient(o), opts)
 	default:
 		o, err := goredis.ParseURL(withHost(hosts[0]))
@@ -178,6 +205,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 			return nil, invalidURL("%v", err)
 		}
 		o.ContextTimeoutEnabled = true
+		o.TLSConfig = withTLS(tlsConf, o.TLSConfig)
 		return openSingle(ctx, goredis.NewClient(o), opts)
 	}
 }
@@ -192,7 +220,7 @@ func openSingle(ctx context.Context, c goredis.UniversalClient, opts []locker.Op
 		if err == nil {
 			err = b.eviction.check(ctx, c)
 		}
-		return b, err
+		return b, refused(err)
 	})
 	if err != nil {
 		_ = c.Close()
@@ -202,7 +230,8 @@ func openSingle(ctx context.Context, c goredis.UniversalClient, opts []locker.Op
 }
 
 // ping checks that a quorum of masters answers.
-func (r *redlock) ping(ctx context.Context) error {
+func (r *redlock) ping(ctx context.Context) (err error) {
+	defer r.refusedByQuorum(&err)
 	res := make([]error, len(r.nodes))
 	r.onAll(ctx, maxNodeTimeout*4, func(ctx context.Context, i int, c goredis.UniversalClient) {
 		res[i] = c.Ping(ctx).Err()
@@ -214,14 +243,80 @@ func (r *redlock) ping(ctx context.Context) error {
 		}
 	}
 	if len(errs) > len(r.nodes)-r.quorum {
-		return fmt.Errorf("redlock: %d of %d masters unreachable, quorum %d: %w", len(errs), len(r.nodes), r.quorum, errors.Join(errs...))
+		return fmt.Errorf("redlock: %d of %d masters failed, quorum %d: %w", len(errs), len(r.nodes), r.quorum, errors.Join(errs...))
 	}
 	return nil
 }
 
 // ownParams are the query parameters this package reads itself; every other
 // one is go-redis's (clientParams).
-var ownParams = []string{"prefix", "node_timeout", "accept_eviction", "redlock", "cluster"}
+var ownParams = append([]string{"prefix", "node_timeout", "accept_eviction", "allow_few_masters", "redlock", "cluster"}, urltls.Names...)
+
+// masterAuth are the credentials of one Redlock master that differ from
+// the URL's (user info, or username and password).
+type masterAuth struct{ user, password *string }
+
+// takeMasterAuth takes username_N and password_N (N from 1 to hosts, the
+// master's place in the host list) out of q: Redlock's masters are
+// independent servers, each with its own credentials.
+func takeMasterAuth(q url.Values, hosts int) (map[int]masterAuth, error) {
+	auth := map[int]masterAuth{}
+	for k, vs := range q {
+		field, num, ok := strings.Cut(k, "_")
+		if !ok || field != "username" && field != "password" {
+			continue
+		}
+		i, err := strconv.Atoi(num)
+		if err != nil || i < 1 || i > hosts || num != strconv.Itoa(i) {
+			return nil, invalidURL("query parameter %s: want %s_N with N from 1 to %d, a master's place in the host list", k, field, hosts)
+		}
+		q.Del(k)
+		v := vs[len(vs)-1]
+		a := auth[i]
+		if field == "username" {
+			a.user = &v
+		} else {
+			a.password = &v
+		}
+		auth[i] = a
+	}
+	return auth, nil
+}
+
+// takeTLS takes the TLS parameters every networked backend shares
+// (internal/urltls: tls, ca_file, cert_file, key_file, server_name,
+// insecure_skip_verify) out of q, and returns the configuration they ask
+// for, or nil.
+func takeTLS(q url.Values) (*tls.Config, error) {
+	var p urltls.Params
+	for _, name := range urltls.Names {
+		if vs, ok := q[name]; ok {
+			q.Del(name)
+			if _, err := p.Set(name, vs[len(vs)-1]); err != nil {
+				return nil, invalidURL("%v", err)
+			}
+		}
+	}
+	c, err := p.Config()
+	if err != nil {
+		return nil, invalidURL("%v", err)
+	}
+	return c, nil
+}
+
+// withTLS is the TLS configuration of one client: c, from the URL, with
+// the server name go-redis took from the host dialled unless server_name
+// says otherwise; or parsed (rediss:// alone, skip_verify) when c is nil.
+func withTLS(c, parsed *tls.Config) *tls.Config {
+	if c == nil {
+		return parsed
+	}
+	c = c.Clone()
+	if c.ServerName == "" && parsed != nil {
+		c.ServerName = parsed.ServerName
+	}
+	return c
+}
 
 // paramKind is the kind of value a go-redis query parameter takes.
 type paramKind int

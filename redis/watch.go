@@ -196,7 +196,8 @@ func (w *watches) follow(ctx context.Context, subs []*goredis.PubSub, need int, 
 // Watch implements driver.Watcher: a subscription to the lock's channel,
 // which every script that grants, releases or publishes signals, and a
 // timer armed at the holder's PTTL for its expiry.
-func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+func (b *backend) Watch(ctx context.Context, key string) (_ <-chan struct{}, err error) {
+	defer refusedTo(&err)
 	n := b.names(key)
 	if !b.watches.start() {
 		return nil, locker.ErrClosed
@@ -223,7 +224,8 @@ func (b *backend) Watch(ctx context.Context, key string) (<-chan struct{}, error
 }
 
 // Publish implements driver.Publisher with publish.lua.
-func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) error {
+func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) (err error) {
+	defer refusedTo(&err)
 	if _, ok := dl.(*permit); ok {
 		return fmt.Errorf("redis: publish: %w: %w", locker.ErrUnsupported, errPermitPublish)
 	}
@@ -248,7 +250,8 @@ var errForeignLock = errors.New("not a lock of this Locker")
 // stay subscribed: a change of the majority view is a grant, release or
 // publish on a majority, which meets them in a master), and a timer armed
 // at the majority view's TTL for its expiry.
-func (r *redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error) {
+func (r *redlock) Watch(ctx context.Context, key string) (_ <-chan struct{}, err error) {
+	defer r.refusedByQuorum(&err)
 	n := r.names(key)
 	if !r.watches.start() {
 		return nil, locker.ErrClosed
@@ -269,7 +272,7 @@ func (r *redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error
 		return state{held: info.Held, ttl: info.TTL}, err
 	}
 	var first state
-	err := fmt.Errorf("redlock: watch: subscribed on %d of %d masters, quorum %d: %w", len(live), len(r.nodes), r.quorum, errors.Join(errs...))
+	err = fmt.Errorf("redlock: watch: subscribed on %d of %d masters, quorum %d: %w", len(live), len(r.nodes), r.quorum, errors.Join(errs...))
 	if len(live) >= r.quorum {
 		first, err = look(ctx)
 	}
@@ -286,7 +289,8 @@ func (r *redlock) Watch(ctx context.Context, key string) (<-chan struct{}, error
 // Publish implements driver.Publisher: publish.lua on every master; it
 // succeeds when a majority published, and reports ErrLeaseLost when no
 // majority holds the lock for this owner any more.
-func (r *redlock) Publish(ctx context.Context, dl driver.Lock, value string) error {
+func (r *redlock) Publish(ctx context.Context, dl driver.Lock, value string) (err error) {
+	defer r.refusedByQuorum(&err)
 	l, ok := dl.(*rlock)
 	if !ok || l.r != r {
 		return fmt.Errorf("redis: publish: %w", errForeignLock)
