@@ -336,11 +336,17 @@ func (b *backend) granted(ctx context.Context, own *ownKey, req *driver.Request,
 
 // createFailed cleans up after a create txn that failed with err. Refused
 // under backpressure, it was never proposed: the name is free again.
+// Refused because the shared lease is gone on the server (it expired before
+// a renewal got through), nothing was written and the lease is dead.
 // Otherwise it may have been applied, or may still be (a request can reach
 // the server after a later one): remove the key, tombstoning its name.
 func (b *backend) createFailed(ctx context.Context, own *ownKey, err error) {
-	if tooManyRequests(err) {
+	switch {
+	case tooManyRequests(err):
 		own.free()
+		return
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		own.sl.die(errLeaseExpired)
 		return
 	}
 	b.remove(ctx, own, 0)
@@ -412,7 +418,8 @@ func tooManyRequests(err error) bool { return errors.Is(err, rpctypes.ErrTooMany
 // transient reports whether a blocking Acquire may try again after err,
 // ctx still live: the attempt was refused or timed out (backpressure, the
 // request timeout, an unreachable or leaderless cluster), or its own key
-// died with its shared lease, or vanished, while it waited. A refusal of
+// died with its shared lease, or vanished, while it waited, or its create
+// found the shared lease gone. A refusal of
 // the credentials, a contract error (a mismatched limit, a closed Locker)
 // or anything else is final.
 func transient(ctx context.Context, err error) bool {
@@ -420,7 +427,7 @@ func transient(ctx context.Context, err error) bool {
 	case ctx.Err() != nil, errors.Is(err, locker.ErrUnauthorized), errors.Is(err, locker.ErrClosed):
 		return false
 	case tooManyRequests(err), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, errKeyGone), errors.Is(err, errLeaseExpired):
+		errors.Is(err, errKeyGone), errors.Is(err, errLeaseExpired), errors.Is(err, rpctypes.ErrLeaseNotFound):
 		return true
 	}
 	code := status.Code(err)
