@@ -13,8 +13,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // errKeyGone: the own waiter key vanished while waiting — its lease expired
@@ -91,33 +89,19 @@ func mismatch(kvs []*mvccpb.KeyValue, limit int) error {
 	return nil
 }
 
-// Acquire waits until the lock is granted or ctx ends. An attempt
-// (acquireOnce) that fails transiently (see transient) has cleaned up its
-// key; after a jittered backoff Acquire starts again with a new key, at the
-// back of the queue: a waiter may lose its place, but not its acquisition.
+// Acquire creates the own key in a txn guarded on its CreateRevision being 0
+// and, in the same txn, reads the newest N+1 keys of the lock's range (N
+// its limit, 1 for a plain lock): the own key and its predecessors, whose
+// records must carry the same limit, and the range's count. With fewer than
+// N predecessors the lock is held at once (one round trip); otherwise it
+// waits.
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
 	defer markRefusals(&err)
-	bo := newBackoff()
-	for {
-		l, err := b.acquireOnce(ctx, req)
-		if err == nil || !transient(ctx, err) {
-			return l, err
-		}
-		b.log.Debug("etcd: acquire failed transiently; queueing again", "key", req.Key, "err", err)
-		if serr := bo.sleep(ctx, nil); serr != nil {
-			return nil, fmt.Errorf("%w (last attempt: %w)", serr, err)
-		}
-	}
-}
-
-// acquireOnce creates the own key in a txn guarded on its CreateRevision
-// being 0 and, in the same txn, reads the newest N+1 keys of the lock's
-// range (N its limit, 1 for a plain lock): the own key and its
-// predecessors, whose records must carry the same limit, and the range's
-// count. With fewer than N predecessors the lock is held at once (one round
-// trip); otherwise it waits.
-func (b *backend) acquireOnce(ctx context.Context, req *driver.Request) (driver.Lock, error) {
-	sl, err := b.lease(ctx, req.TTL)
+	var sl *sharedLease
+	err = patiently(ctx, nil, func() (err error) {
+		sl, err = b.lease(ctx, req.TTL)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -129,18 +113,21 @@ func (b *backend) acquireOnce(ctx context.Context, req *driver.Request) (driver.
 		resp *clientv3.TxnResponse
 		sent time.Time
 	)
-	rctx, cancel := b.requestContext(ctx)
-	sent = time.Now()
-	resp, err = b.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), own.notTombstoned()).
-		Then(
-			clientv3.OpPut(key, own.value, clientv3.WithLease(sl.id)),
-			// The put is the txn's newest write, so the own key sorts first.
-			clientv3.OpGet(lp, clientv3.WithPrefix(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(limit+1))),
-		).
-		Commit()
-	cancel()
+	err = patiently(ctx, sl, func() (err error) {
+		rctx, cancel := b.requestContext(ctx)
+		defer cancel()
+		sent = time.Now()
+		resp, err = b.cli.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), own.notTombstoned()).
+			Then(
+				clientv3.OpPut(key, own.value, clientv3.WithLease(sl.id)),
+				// The put is the txn's newest write, so the own key sorts first.
+				clientv3.OpGet(lp, clientv3.WithPrefix(),
+					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(limit+1))),
+			).
+			Commit()
+		return err
+	})
 	if err != nil {
 		b.createFailed(ctx, own, err)
 		return nil, err
@@ -340,17 +327,11 @@ func (b *backend) granted(ctx context.Context, own *ownKey, req *driver.Request,
 
 // createFailed cleans up after a create txn that failed with err. Refused
 // under backpressure, it was never proposed: the name is free again.
-// Refused because the shared lease is gone on the server (it expired before
-// a renewal got through), nothing was written and the lease is dead.
 // Otherwise it may have been applied, or may still be (a request can reach
 // the server after a later one): remove the key, tombstoning its name.
 func (b *backend) createFailed(ctx context.Context, own *ownKey, err error) {
-	switch {
-	case tooManyRequests(err):
+	if tooManyRequests(err) {
 		own.free()
-		return
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		own.sl.die(errLeaseExpired)
 		return
 	}
 	b.remove(ctx, own, 0)
@@ -419,27 +400,20 @@ func (b *backend) deleteOwn(ctx context.Context, own *ownKey, rev int64) error {
 // the request may be sent again.
 func tooManyRequests(err error) bool { return errors.Is(err, rpctypes.ErrTooManyRequests) }
 
-// transient reports whether a blocking Acquire may try again after err,
-// ctx still live: the attempt was refused or timed out (backpressure, the
-// request timeout, an unreachable or leaderless cluster), or its own key
-// died with its shared lease, or vanished, while it waited, or its create
-// found the shared lease gone. A refusal of
-// the credentials, a contract error (a mismatched limit, a closed Locker)
-// or anything else is final.
-func transient(ctx context.Context, err error) bool {
-	switch {
-	case ctx.Err() != nil, errors.Is(err, locker.ErrUnauthorized), refused(err), errors.Is(err, locker.ErrClosed):
-		return false
-	case tooManyRequests(err), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, errKeyGone), errors.Is(err, errLeaseExpired), errors.Is(err, rpctypes.ErrLeaseNotFound):
-		return true
+// patiently runs fn again, after a jittered backoff, for as long as the
+// server answers with backpressure and ctx lasts (and sl lives, if not nil).
+// A blocking Acquire uses it; TryAcquire makes one attempt.
+func patiently(ctx context.Context, sl *sharedLease, fn func() error) error {
+	bo := newBackoff()
+	for {
+		err := fn()
+		if !tooManyRequests(err) {
+			return err
+		}
+		if serr := bo.sleep(ctx, sl); serr != nil {
+			return fmt.Errorf("%w (last attempt: %w)", serr, err)
+		}
 	}
-	code := status.Code(err)
-	var ee rpctypes.EtcdError
-	if errors.As(err, &ee) {
-		code = ee.Code()
-	}
-	return code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.ResourceExhausted
 }
 
 // backoff paces retries: 50 ms doubling to 1 s, each wait drawn at random

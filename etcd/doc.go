@@ -25,9 +25,7 @@
 // a lease of T+R seconds (R = max(1, ⌈T/5⌉)) renewed by the Locker: a holder
 // that stops refreshing frees its lock at its deadline, but a crashed
 // holder's lock stays on the server up to T+R after the last renewal (T = 15 s
-// → 18 s). A blocking Acquire rides out transient failures (request timeouts,
-// backpressure, its waiter key's lease dying) by queueing again, at the back,
-// until ctx ends; TryAcquire fails fast with ErrUnavailable. Uncontended, acquire and release are one txn each; one Locker can
+// → 18 s). Uncontended, acquire and release are one txn each; one Locker can
 // hold as many locks as etcd holds keys.
 //
 // The token is the own key's CreateRevision: it strictly increases per key
