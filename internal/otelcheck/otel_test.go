@@ -171,9 +171,16 @@ func checkInstruments(t *testing.T, backend, url string) {
 		{"locker.hold.duration", []string{"locker.end", "released"}, 1},
 		{"locker.hold.duration", []string{"locker.end", "lost"}, 1},
 		{"locker.hold.duration", []string{"locker.end", "closed"}, 1},
-		{"locker.lease.lost", []string{"locker.cause", "deadline"}, 1},
 		{"locker.lease.lost", []string{"locker.cause", "closed"}, 1},
 		{"locker.leases.held", nil, 0},
+	}
+	// The lease that ran out is reported by whichever notices first: the
+	// portable layer's deadline timer or the backend's own expiry (memory's
+	// store expires it at the same moment; on a loaded machine either wins).
+	ranOut := r.total(t, "locker.lease.lost", "locker.backend", backend, "locker.cause", "deadline") +
+		r.total(t, "locker.lease.lost", "locker.backend", backend, "locker.cause", "backend")
+	if ranOut != 1 {
+		t.Errorf("locker.lease.lost for the lease that ran out (cause deadline or backend) = %d, want 1 (points: %v)", ranOut, r.points(t, "locker.lease.lost"))
 	}
 	for _, c := range checks {
 		attrs := append([]string{"locker.backend", backend}, c.attrs...)
