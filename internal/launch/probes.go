@@ -69,12 +69,17 @@ func RedisInfo(ctx context.Context, addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return redisVersion(info), nil
+}
+
+// redisVersion names the server whose INFO server reply is info.
+func redisVersion(info string) string {
 	for line := range strings.SplitSeq(info, "\r\n") {
 		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
-			return "redis-server " + v, nil
+			return "redis-server " + v
 		}
 	}
-	return "redis-server (version unknown)", nil
+	return "redis-server (version unknown)"
 }
 
 // RedisClusterOK checks that a Redis Cluster node sees every slot served.

@@ -67,12 +67,7 @@ func RedisAuthInfo(ctx context.Context, addr string, tl *tls.Config, password st
 	if err != nil {
 		return "", err
 	}
-	for line := range strings.SplitSeq(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
-			return "redis-server " + v, nil
-		}
-	}
-	return "redis-server (version unknown)", nil
+	return redisVersion(info), nil
 }
 
 // RedisAuthClusterOK is RedisClusterOK for a node whose default user has
