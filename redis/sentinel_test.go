@@ -81,19 +81,7 @@ func TestConformance_SentinelRestrictedUser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	t.Run("url", func(t *testing.T) {
-		u := sentinelURL(s, "app:"+sentinelAppPass+"@", sentinelPassword, h.prefix, "")
-		l, err := locker.Open(ctx, u)
-		if err != nil {
-			t.Fatalf("Open(%s): %v", redactURL(u), err)
-		}
-		defer l.Close()
-		lease, err := l.TryAcquire(ctx, "url")
-		if err != nil {
-			t.Fatalf("TryAcquire through the sentinel by URL: %v", err)
-		}
-		if err := lease.Release(ctx); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
+		openAndLock(ctx, t, sentinelURL(s, "app:"+sentinelAppPass+"@", sentinelPassword, h.prefix, ""))
 	})
 	t.Run("restricted sentinel user", func(t *testing.T) {
 		doc, err := os.ReadFile("../docs/design/security-redis.md")
@@ -111,19 +99,7 @@ func TestConformance_SentinelRestrictedUser(t *testing.T) {
 		if err := adminClient(t, s.Addr(), sentinelPassword).Do(ctx, words...).Err(); err != nil {
 			t.Fatalf("the documented sentinel line on the sentinel: %v", err)
 		}
-		u := sentinelURL(s, "app:"+sentinelAppPass+"@", sentinelAppPass, h.prefix, "sentinel_username=locker-sentinel")
-		l, err := locker.Open(ctx, u)
-		if err != nil {
-			t.Fatalf("Open(%s): %v", redactURL(u), err)
-		}
-		defer l.Close()
-		lease, err := l.TryAcquire(ctx, "sentinel-user")
-		if err != nil {
-			t.Fatalf("TryAcquire as the restricted sentinel user: %v", err)
-		}
-		if err := lease.Release(ctx); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
+		openAndLock(ctx, t, sentinelURL(s, "app:"+sentinelAppPass+"@", sentinelAppPass, h.prefix, "sentinel_username=locker-sentinel"))
 	})
 	t.Run("refused", func(t *testing.T) {
 		for _, c := range []struct{ name, userinfo, sentinelPass, code string }{
@@ -167,6 +143,23 @@ func TestConformance_SentinelRestrictedUser(t *testing.T) {
 		errs = append(errs, lease.Release(ctx), lease.Release(ctx), lease.Refresh(ctx))
 		r.Check(t, []string{sentinelAppPass, sentinelPassword, adminPassword, wrongSentinel, wrongData}, errs...)
 	})
+}
+
+// openAndLock opens u, and takes and releases a lock through it.
+func openAndLock(ctx context.Context, t *testing.T, u string) {
+	t.Helper()
+	l, err := locker.Open(ctx, u)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", redactURL(u), err)
+	}
+	defer l.Close()
+	lease, err := l.TryAcquire(ctx, "url")
+	if err != nil {
+		t.Fatalf("Open(%s): TryAcquire: %v", redactURL(u), err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("Open(%s): Release: %v", redactURL(u), err)
+	}
 }
 
 // sentinel_username and sentinel_password need master_name; refused
