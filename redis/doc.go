@@ -8,8 +8,10 @@
 //	l, err := locker.Open(ctx, "redis://localhost:6379/0?prefix=app:")
 //
 // URLs: redis://[user:pass@]host:port[/db] (rediss:// for TLS); several
-// hosts or cluster=true: a Cluster; master_name=m: Sentinel; redlock=true
-// or redlock://h1,h2,h3: Redlock. Open owns the clients it makes. Besides
+// hosts or cluster=true: a Cluster; master_name=m: Sentinel (the hosts are
+// sentinels; user info logs in to the data nodes, sentinel_username and
+// sentinel_password to the sentinels); redlock=true or
+// redlock://h1,h2,h3: Redlock. Open owns the clients it makes. Besides
 // go-redis's parameters (range-checked), prefix (default "locker:"),
 // node_timeout (Redlock's per master), accept_eviction and
 // allow_few_masters set the options of those names (WithPrefix, …); the
@@ -23,8 +25,9 @@
 //
 // Tokens: max(counter+1, server time in µs); they increase across crashes,
 // expiry and restarts (unless the server's clock steps back), and across a
-// failover if the replica's clock is not behind. A failover or an evicting
-// maxmemory-policy can grant a lock twice: fence the resource. Redlock's is
+// failover if the replica's clock is not behind (tested: a Sentinel
+// failover from a frozen master, one shared clock). A failover or an
+// evicting maxmemory-policy can grant a lock twice: fence the resource. Redlock's is
 // the largest a granting majority proposes, written back: it increases
 // unless every master of the later majority that took it lost its counter.
 //

@@ -93,6 +93,10 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 		}
 	}
 	sentinel := q.Get("master_name") != ""
+	sentinelCreds, err := takeSentinelAuth(q, sentinel)
+	if err != nil {
+		return nil, err
+	}
 	auth, err := takeMasterAuth(q, len(hosts))
 	if err != nil {
 		return nil, err
@@ -187,6 +191,7 @@ func open(ctx context.Context, u *url.URL, opts []locker.Option) (locker.Locker,
 		}
 		o.ContextTimeoutEnabled = true
 		o.TLSConfig = withTLS(tlsConf, o.TLSConfig)
+		sentinelCreds.apply(o, q)
 		return openSingle(ctx, goredis.NewFailoverClient(o), opts)
 	case cluster || len(hosts) > 1:
 		if p := strings.Trim(u.Path, "/"); p != "" {
@@ -250,7 +255,42 @@ func (r *redlock) ping(ctx context.Context) (err error) {
 
 // ownParams are the query parameters this package reads itself; every other
 // one is go-redis's (clientParams).
-var ownParams = append([]string{"prefix", "node_timeout", "accept_eviction", "allow_few_masters", "redlock", "cluster"}, urltls.Names...)
+var ownParams = append([]string{"prefix", "node_timeout", "accept_eviction", "allow_few_masters", "redlock", "cluster",
+	"sentinel_username", "sentinel_password"}, urltls.Names...)
+
+// sentinelAuth are the credentials of the sentinels themselves
+// (sentinel_username, sentinel_password), which differ from the data
+// nodes'.
+type sentinelAuth struct{ user, password string }
+
+// takeSentinelAuth takes sentinel_username and sentinel_password out of q;
+// they need master_name.
+func takeSentinelAuth(q url.Values, sentinel bool) (sentinelAuth, error) {
+	var a sentinelAuth
+	for _, k := range []string{"sentinel_username", "sentinel_password"} {
+		if q.Has(k) && !sentinel {
+			return a, invalidURL("query parameter %s: needs master_name (Sentinel)", k)
+		}
+	}
+	a.user, a.password = take(q, "sentinel_username"), take(q, "sentinel_password")
+	return a, nil
+}
+
+// apply sets the credentials of o, parsed by go-redis from a URL whose
+// query is q. The URL's user info authenticates to the master and
+// replicas, as it does to a single server, a Cluster or Redlock's
+// masters (go-redis would give it to the sentinels): a password there is
+// one url.URL.Redacted hides. go-redis's username and password
+// parameters, if given, still win; the sentinels get a's.
+func (a sentinelAuth) apply(o *goredis.FailoverOptions, q url.Values) {
+	if !q.Has("username") {
+		o.Username = o.SentinelUsername
+	}
+	if !q.Has("password") {
+		o.Password = o.SentinelPassword
+	}
+	o.SentinelUsername, o.SentinelPassword = a.user, a.password
+}
 
 // masterAuth are the credentials of one Redlock master that differ from
 // the URL's (user info, or username and password).
