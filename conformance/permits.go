@@ -31,7 +31,23 @@ func init() {
 	addWhen("Permits_MinHold_EarlyReleaseStillCounts", "permits and minimum holds", func(s *suite) bool {
 		return s.permits && s.minHolds
 	}, testPermitsMinHold)
+	addWhen("Permits_MinHold_CrashedHolder_FreesAfterMinHold", "permits, minimum holds and Crasher", func(s *suite) bool {
+		_, ok := s.h.(Crasher)
+		return s.permits && s.minHolds && ok
+	}, testPermitsMinHoldCrash)
+	addWhen("Permits_NoHerd_ReleaseWakesOneWaiter", "permits, inspection and a WakeCounter", func(s *suite) bool {
+		_, ok := s.h.(WakeCounter)
+		return s.permits && s.inspects && ok
+	}, testPermitsNoHerd)
 }
+
+// WakeCounter is an optional Harness capability: Wakeups reports how many
+// times so far a blocking Acquire of the harness's Lockers looked again
+// whether the lock or a permit was free, after it was woken (by a watch, a
+// notification, a handoff or a timer) — the count a herd multiplies. It
+// may count every Locker of the process: the suite reads it before and
+// after a subtest, which runs alone.
+type WakeCounter interface{ Wakeups() int64 }
 
 const permitsN = 3
 
@@ -260,11 +276,12 @@ func testPermitsFIFO(t *testing.T, s *suite) {
 }
 
 // testPermitsMinHold: a permit released inside its minimum hold still
-// counts against the limit until the hold has passed.
+// counts against the limit until the hold has passed — not earlier.
 func testPermitsMinHold(t *testing.T, s *suite) {
 	a, b := s.locker(t), s.locker(t)
 	k := key(t, "sem")
 	d := s.minHold()
+	asked := time.Now() // the grant is no earlier
 	s.release(t, s.tryAcquire(t, a, k, locker.WithLimit(2), locker.WithMinHold(d)))
 	other := s.tryAcquire(t, b, k, locker.WithLimit(2))
 	if lease, err := b.TryAcquire(s.ctx(t, s.opTimeout()), k, locker.WithLimit(2)); !errors.Is(err, locker.ErrLocked) {
@@ -274,10 +291,105 @@ func testPermitsMinHold(t *testing.T, s *suite) {
 		t.Fatalf("TryAcquire with one permit held and one released inside its minimum hold = %v, want ErrLocked", err)
 	}
 	// Once the hold has passed, the permit is free again.
-	lease, err := b.Acquire(s.ctx(t, d+s.slack+s.opTimeout()), k, locker.WithLimit(2))
-	if err != nil {
-		t.Fatalf("Acquire of the permit after its minimum hold: %v", err)
+	took := s.acquireAfter(t, b, k, asked, d+s.slack+s.opTimeout(), locker.WithLimit(2))
+	if took < d {
+		t.Fatalf("a permit released inside its minimum hold %v was granted again %v after it was asked for", d, took)
 	}
-	s.release(t, lease)
+	s.checkFreedBy(t, took, d)
 	s.release(t, other)
+}
+
+// testPermitsMinHoldCrash: the permit of a holder that crashes inside its
+// minimum hold stays taken until the minimum hold has passed, and no longer
+// than its TTL and slack after that, while the other permit stays held.
+func testPermitsMinHoldCrash(t *testing.T, s *suite) {
+	a, b, c := s.locker(t), s.locker(t), s.locker(t)
+	k := key(t, "sem")
+	d := s.minHold()
+	asked := time.Now()
+	s.tryAcquire(t, a, k, locker.WithLimit(2), locker.WithTTL(s.ttl), locker.WithMinHold(d))
+	other := s.tryAcquire(t, b, k, locker.WithLimit(2))
+	s.h.(Crasher).Crash(t, a)
+	took := s.acquireAfter(t, c, k, asked, d+s.ttl+s.slack+s.opTimeout(), locker.WithLimit(2))
+	if took < d {
+		t.Fatalf("the permit of a crashed holder was free %v after it was asked for, inside its minimum hold %v", took, d)
+	}
+	s.checkFreedBy(t, took, d+s.ttl)
+	s.release(t, other)
+}
+
+// testPermitsNoHerd: with every permit held and 8×N acquisitions waiting
+// across several Lockers, nothing that frees no permit (a refresh) wakes a
+// waiter, and each release wakes O(1) of them, not all.
+//
+// The permits are freed one at a time, each only once the one before went
+// to a waiter, so that releases do not coalesce: a herd then wakes every
+// waiter still queued at each release, about W²/2 = 300 looks for these
+// W = 24. By design a release wakes the first waiter only, whose look
+// finds the permit free, and its grant wakes the next, which looks, finds
+// none free and becomes the first (memory hands the permit over without a
+// second look): two looks per handoff. A third comes where a grant is
+// announced to the first waiter (PostgreSQL's NOTIFY) or a waiter granted
+// out of turn passes the turn on (etcd); the fourth allowed is for the
+// fallback wake-ups of a loaded machine (a watch broken without news, a
+// request timed out, PostgreSQL's timed look at half the TTL).
+func testPermitsNoHerd(t *testing.T, s *suite) {
+	const waiters = 8 * permitsN
+	const perHandoff = 4
+	k := key(t, "sem")
+	holder := s.locker(t)
+	held := s.fillPermits(t, holder, k)
+	lockers := []locker.Locker{s.locker(t), s.locker(t), s.locker(t), s.locker(t)}
+	ctx := s.ctx(t, waiters*s.opTimeout())
+	got := make(chan locker.Lease, waiters)
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		l := lockers[i%len(lockers)]
+		go func() {
+			lease, err := l.Acquire(ctx, k, locker.WithLimit(permitsN))
+			if err != nil {
+				errs <- err
+				return
+			}
+			got <- lease
+		}()
+	}
+	info := s.inspectUntil(t, holder, k, s.opTimeout(), func(i locker.LockInfo) bool { return i.Waiters >= waiters })
+	if info.Waiters < waiters {
+		t.Fatalf("Inspect shows %d waiters within %v, want %d", info.Waiters, s.opTimeout(), waiters)
+	}
+	wc := s.h.(WakeCounter)
+	before := wc.Wakeups()
+	for range 2 {
+		for _, h := range held {
+			if err := h.Refresh(s.ctx(t, s.opTimeout())); err != nil {
+				t.Fatalf("Refresh of a held permit: %v", err)
+			}
+		}
+	}
+	refreshed := wc.Wakeups() - before
+	for i := range waiters {
+		s.release(t, held[0])
+		held = held[1:]
+		select {
+		case lease := <-got:
+			held = append(held, lease)
+		case err := <-errs:
+			t.Fatalf("a waiter's Acquire: %v", err)
+		case <-time.After(s.opTimeout()):
+			t.Fatalf("freed permit %d went to no waiter within %v", i, s.opTimeout())
+		}
+	}
+	woken := wc.Wakeups() - before
+	for _, h := range held {
+		s.release(t, h)
+	}
+	t.Logf("%d looks after wake-ups: %d during %d refreshes, then %d for %d permits handed over one by one", woken, refreshed, 2*permitsN, woken-refreshed, waiters)
+	if woken > perHandoff*waiters {
+		t.Errorf("%d looks after wake-ups for %d permits handed over one by one to %d waiters in %d Lockers (at most %d by design): waiters are woken in a herd",
+			woken, waiters, waiters, len(lockers), perHandoff*waiters)
+	}
+	if woken < waiters {
+		t.Errorf("%d looks after wake-ups for %d permits handed over to waiters: the harness's WakeCounter misses some (every grant follows one)", woken, waiters)
+	}
 }

@@ -228,6 +228,7 @@ func (b *backend) wait(ctx context.Context, w *waiter) (time.Time, error) {
 		if nudged {
 			ops = append(ops, clientv3.OpPut(w.own.name, w.own.value, clientv3.WithIgnoreLease()))
 		}
+		wakeups.Add(1)
 		rctx, cancel := b.requestContext(ctx)
 		sent := time.Now()
 		resp, err := b.cli.Txn(rctx).

@@ -22,3 +22,7 @@ func NewWithBackend(cli *clientv3.Client, opts ...locker.Option) (locker.Locker,
 	}
 	return l, b, nil
 }
+
+// Wakeups reports how many times waiting Acquires of this process have
+// re-checked their place.
+func Wakeups() int64 { return wakeups.Load() }

@@ -13,3 +13,7 @@ func NewKillable(store *Store, opts ...locker.Option) (locker.Locker, func(), er
 
 // Pending reports how many keys the store keeps state for.
 func (s *Store) Pending() int { return s.pending() }
+
+// Wakeups reports how many waiting Acquires of this process have been
+// woken.
+func Wakeups() int64 { return wakeups.Load() }

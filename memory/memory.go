@@ -162,6 +162,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (driver.Lock
 	}
 	select {
 	case <-w.ready:
+		wakeups.Add(1)
 		return &lock{b: b, key: req.Key, h: w.grant}, nil
 	case <-ctx.Done():
 		b.store.cancel(req.Key, w)

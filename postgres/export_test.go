@@ -30,3 +30,6 @@ func AdvisoryKey(schema, table, key string) int64 {
 	}
 	return (&advBackend{b: &backend{n: n}}).advisoryKey(key)
 }
+
+// Wakeups reports how many looks for a free permit this process has made.
+func Wakeups() int64 { return wakeups.Load() }

@@ -122,6 +122,7 @@ func (b *backend) attemptPermit(ctx context.Context, conn *pgx.Conn, req *driver
 		}
 	}
 	for {
+		wakeups.Add(1)
 		out, g, err := b.look(ctx, conn, req, try, st)
 		if err != nil || out != minHeld {
 			g.listened = !try

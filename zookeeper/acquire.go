@@ -416,6 +416,7 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 				return nil, errClosed
 			}
 		}
+		wakeups.Add(1)
 		err = b.do(ctx, func() (err error) {
 			kids, _, err = b.conn.Children(dir)
 			sessionNow = b.conn.SessionID()

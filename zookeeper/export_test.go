@@ -12,3 +12,7 @@ import (
 func NewOwning(conn *zk.Conn, opts ...locker.Option) (locker.Locker, error) {
 	return newOver(conn, true, opts)
 }
+
+// Wakeups reports how many times waiting Acquires of this process have
+// read their queue again.
+func Wakeups() int64 { return wakeups.Load() }
