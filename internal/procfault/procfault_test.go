@@ -52,8 +52,7 @@ func ttlBound(ttl time.Duration) time.Duration { return ttl }
 func fresh() string { return launch.RandomID(5) }
 
 // run runs every process fault on b.
-func run(t *testing.T, b backend) {
-	bin := buildHolder(t)
+func run(t *testing.T, bin string, b backend) {
 	t.Run("SIGSTOP past the TTL", func(t *testing.T) { stopPastTTL(t, bin, b) })
 	for _, at := range []string{"acquire", "refresh", "release"} {
 		t.Run("SIGKILL mid-"+at, func(t *testing.T) { killMid(t, bin, b, at) })
