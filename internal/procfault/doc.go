@@ -5,9 +5,9 @@
 // held in a toxiproxy (testenv.Proxy.DelayRequests), so that the request
 // reaches the server after its sender is dead.
 //
-// The tests, one per backend on real servers (redis, Redlock over 3
-// masters, etcd, zookeeper, postgres), check what each backend's package
-// doc states:
+// TestProcessFaults, a subtest per backend on real servers (redis, Redlock
+// over 3 masters, etcd, zookeeper, postgres), checks what each backend's
+// package doc states:
 //
 //   - a stopped holder loses the key within the backend's bound (Redis and
 //     Redlock: the TTL; etcd: T+R, the lease; ZooKeeper: the session
