@@ -34,7 +34,7 @@ func TestElections_Sound(t *testing.T) {
 			opts := electionOpts(7)
 			if mk == nil {
 				s := newToy(sound)
-				mk, opts.Nemesis = s.newLocker, replyLoss{s: s, ttl: opts.TTL}
+				mk, opts.Nemesis = s.newLocker, replyLoss(s, opts.TTL)
 			}
 			res := history.Check(t, mk, opts)
 			if res == nil {
@@ -94,7 +94,7 @@ func TestElections_Teeth(t *testing.T) {
 					opts.Guard = admitAll{}
 				}
 				if c.flaw == sound {
-					opts.PauseRate, opts.Nemesis = 0.8, replyLoss{s: s, ttl: opts.TTL}
+					opts.PauseRate, opts.Nemesis = 0.8, replyLoss(s, opts.TTL)
 				}
 				res, err := history.Run(t.Context(), s.newLocker, opts)
 				if err != nil {

@@ -52,7 +52,7 @@ func TestMemory_ByURL(t *testing.T) {
 // service still passes, and every key is acquirable once it heals.
 func TestToy_ReplyLossNemesis_AmbiguousButNoViolations(t *testing.T) {
 	s := newToy(sound)
-	opts := history.Options{Seed: 11, Nemesis: replyLoss{s: s, ttl: history.DefaultTTL}}
+	opts := history.Options{Seed: 11, Nemesis: replyLoss(s, history.DefaultTTL)}
 	res := history.Check(t, s.newLocker, opts)
 	if res == nil {
 		return

@@ -25,42 +25,83 @@ func TestToy_Sound(t *testing.T) {
 	history.Check(t, newToy(sound).newLocker, history.Options{Seed: 7})
 }
 
+// The toy passes under each nemesis that a flaw below needs, so that the
+// failures are the flaws' doing, not the faults'.
+func TestToy_SoundUnderNemeses(t *testing.T) {
+	for name, nemesis := range map[string]func(*toy, time.Duration) toyFault{
+		"follower cut off": staleFollower, "clock stepped back": clockStep, "failover": failover,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newToy(sound)
+			opts := history.Options{Seed: 7}
+			underFault(&opts, nemesis(s, history.DefaultTTL))
+			history.Check(t, s.newLocker, opts)
+		})
+	}
+}
+
+// underFault shapes a run of the toy under nemesis: one key, so that every
+// hold has a successor waiting when the fault strikes; more pauses (the
+// flaws show in a holder that outlives what the service knows); and twice
+// the faults.
+func underFault(opts *history.Options, nemesis toyFault) {
+	opts.Keys, opts.PauseRate, opts.Duration = 1, 0.8, 2*history.DefaultDuration
+	opts.Nemesis = nemesis
+}
+
 // TestTeeth runs the checker against deliberately broken backends and a
 // broken guard; each must be reported, by the checks named here. A flaw
 // shows only when the schedule provokes it (a pause, two clients racing),
 // so each case may take up to three short runs.
 func TestTeeth(t *testing.T) {
 	cases := []struct {
-		name  string
-		flaw  flaw
-		guard bool // use the broken guard
-		want  []history.CheckName
+		name    string
+		flaw    flaw
+		guard   bool // use the broken guard
+		want    []history.CheckName
+		nemesis func(*toy, time.Duration) toyFault // the fault the flaw needs, if any
 	}{
 		// Two acquisitions with one token: the model wants each token larger
 		// than the last, the token check wants them distinct.
 		{"RepeatTokens", flawRepeatTokens, false,
-			[]history.CheckName{history.CheckLinearizable, history.CheckTokens}},
+			[]history.CheckName{history.CheckLinearizable, history.CheckTokens}, nil},
 		{"BackwardsTokens", flawBackwardsTokens, false,
-			[]history.CheckName{history.CheckLinearizable, history.CheckTokens}},
+			[]history.CheckName{history.CheckLinearizable, history.CheckTokens}, nil},
 		// A paused holder's clean-up release deletes its successor's lock,
 		// and a third client is granted it inside the successor's deadline.
 		{"UnconditionalRelease", flawUnconditionalRelease, false,
-			[]history.CheckName{history.CheckLinearizable}},
+			[]history.CheckName{history.CheckLinearizable}, nil},
 		// The service expires a paused holder's lock after the TTL while its
 		// lease still claims an hour: the next grant falls inside it.
 		{"NeverExpiresLocally", flawLyingStart, false,
-			[]history.CheckName{history.CheckLinearizable}},
+			[]history.CheckName{history.CheckLinearizable}, nil},
 		// A second holder inside the first one's deadline.
 		{"AcquireIgnoresHeldLock", flawIgnoreHeld, false,
-			[]history.CheckName{history.CheckLinearizable}},
+			[]history.CheckName{history.CheckLinearizable}, nil},
 		// A sound lock and a guard that admits a paused holder's stale
 		// write after its successor's: the resource's order shows it.
 		{"GuardAdmitsStaleToken", sound, true,
-			[]history.CheckName{history.CheckLinearizable, history.CheckFenceOrder}},
+			[]history.CheckName{history.CheckLinearizable, history.CheckFenceOrder}, nil},
 		// No mutual exclusion and no fence: two holders' read-modify-writes
 		// interleave and an acknowledged update is lost.
 		{"NoExclusionNoFence", flawIgnoreHeld, true,
-			[]history.CheckName{history.CheckExclusive, history.CheckLostUpdate}},
+			[]history.CheckName{history.CheckExclusive, history.CheckLostUpdate}, nil},
+		// A holder's refresh, answered by a follower cut off from its
+		// leader, succeeds while the leader expires the lock and grants it:
+		// the next holder falls inside the refreshed deadline.
+		{"RefreshTrustsStaleRead", flawStaleRefresh, false,
+			[]history.CheckName{history.CheckLinearizable}, staleFollower},
+		// The server's clock steps back and the tokens, read from it,
+		// with it.
+		{"TokensFromClockAlone", flawClockTokens, false,
+			[]history.CheckName{history.CheckLinearizable, history.CheckTokens}, clockStep},
+		// After a failover, a paused old holder's late release deletes the
+		// current holder's lock, and a third client is granted it inside
+		// the current holder's deadline.
+		{"ReleaseIgnoresOwnerAfterFailover", flawFailoverRelease, false,
+			[]history.CheckName{history.CheckLinearizable},
+			func(s *toy, ttl time.Duration) toyFault { return failover(s, ttl/3) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -71,7 +112,11 @@ func TestTeeth(t *testing.T) {
 				if c.guard {
 					opts.Guard = admitAll{}
 				}
-				res, err := history.Run(t.Context(), newToy(c.flaw).newLocker, opts)
+				s := newToy(c.flaw)
+				if c.nemesis != nil {
+					underFault(&opts, c.nemesis(s, history.DefaultTTL))
+				}
+				res, err := history.Run(t.Context(), s.newLocker, opts)
 				if err != nil {
 					t.Fatal(err)
 				}

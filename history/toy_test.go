@@ -25,6 +25,13 @@ type toy struct {
 	mu    sync.Mutex
 	locks map[string]*toyHold
 	fence map[string]uint64
+	// lag, while a follower is cut off, is how far behind the leader its
+	// view is; refreshes go to it. grants is the leader's log it replays
+	// (toy.mu guards both).
+	lag    time.Duration
+	grants map[string][]toyGrant
+	// clockStep is how far the server's clock has been stepped back.
+	clockStep time.Duration
 }
 
 type flaw string
@@ -45,6 +52,20 @@ const (
 	// Refresh reports success but does not extend the lock: the service
 	// expires it a TTL after its grant while its holder believes it holds.
 	flawRefreshLies flaw = "refresh-lies"
+	// Refresh trusts a stale read: while a follower is cut off from its
+	// leader (the staleFollower nemesis), it answers refreshes from what
+	// it last saw, without extending anything on the leader — ZooKeeper's
+	// plain Exists served by a stale follower (issue 15, item 7).
+	flawStaleRefresh flaw = "refresh-trusts-stale-read"
+	// Tokens come from the server's clock alone, with no counter carried
+	// across grants: a clock stepped back (the clockStep nemesis) hands out
+	// smaller tokens.
+	flawClockTokens flaw = "tokens-from-clock-alone"
+	// After a failover (the failover nemesis) the promoted replica has the
+	// locks but not their owners, and refresh and release take a missing
+	// owner for a match: a late release of an old holder deletes the lock
+	// of whoever holds it now.
+	flawFailoverRelease flaw = "release-ignores-owner-after-failover"
 )
 
 var errOutage = errors.New("toy: connection reset")
@@ -62,13 +83,38 @@ func (s *toy) outage(apply func()) error {
 	return errOutage
 }
 
+type toyGrant struct {
+	at    time.Time
+	owner driver.OwnerID
+}
+
+// staleOwner is the holder of key that a follower lagging by s.lag
+// lists: the last grant it has seen, whose expiry it has not heard of.
+func (s *toy) staleOwner(key string) (owner driver.OwnerID, ok bool) {
+	seen := time.Now().Add(-s.lag)
+	for _, g := range s.grants[key] {
+		if g.at.After(seen) {
+			break
+		}
+		owner, ok = g.owner, true
+	}
+	return owner, ok
+}
+
 type toyHold struct {
 	owner   driver.OwnerID
 	expires time.Time
 }
 
 func newToy(f flaw) *toy {
-	return &toy{flaw: f, locks: map[string]*toyHold{}, fence: map[string]uint64{}}
+	return &toy{flaw: f, locks: map[string]*toyHold{}, fence: map[string]uint64{}, grants: map[string][]toyGrant{}}
+}
+
+// ownerLost reports whether h came through a failover that, with
+// flawFailoverRelease, lost its owner, which the service then takes for
+// anyone's; toy.mu is held.
+func (s *toy) ownerLost(h *toyHold) bool {
+	return s.flaw == flawFailoverRelease && h.owner == driver.OwnerID{}
 }
 
 // live reports whether h still holds; toy.mu is held.
@@ -113,8 +159,13 @@ func (c *toyClient) grant(req *driver.Request, start time.Time) (driver.Lock, er
 		token = (n + 1) / 2
 	case flawBackwardsTokens:
 		token = 1<<20 - n
+	case flawClockTokens:
+		token = uint64(start.Add(-s.clockStep).UnixMicro())
 	}
 	s.locks[req.Key] = &toyHold{owner: req.Owner, expires: start.Add(req.TTL)}
+	if s.flaw == flawStaleRefresh {
+		s.grants[req.Key] = append(s.grants[req.Key], toyGrant{at: time.Now(), owner: req.Owner})
+	}
 	l := &toyLock{c: c, key: req.Key, owner: req.Owner, token: token, start: start}
 	if s.flaw == flawLyingStart {
 		l.start = start.Add(time.Hour)
@@ -156,8 +207,22 @@ func (l *toyLock) Refresh(_ context.Context, ttl time.Duration) error {
 	if lerr := s.outage(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.lag > 0 {
+			// The follower that serves this client is cut off. A sound
+			// service cannot confirm the lock there and fails the call.
+			if s.flaw != flawStaleRefresh {
+				err = errOutage
+				return
+			}
+			// The flawed one reads its lagging view: it lists the lock,
+			// not having heard of the expiry or of the next grant.
+			if owner, ok := s.staleOwner(l.key); !ok || owner != l.owner {
+				err = locker.ErrLeaseLost
+			}
+			return
+		}
 		h := s.locks[l.key]
-		if !live(h) || h.owner != l.owner {
+		if !live(h) || (h.owner != l.owner && !s.ownerLost(h)) {
 			err = locker.ErrLeaseLost
 			return
 		}
@@ -178,7 +243,7 @@ func (l *toyLock) Release(context.Context) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		h := s.locks[l.key]
-		if s.flaw != flawUnconditionalRelease && (!live(h) || h.owner != l.owner) {
+		if s.flaw != flawUnconditionalRelease && (!live(h) || (h.owner != l.owner && !s.ownerLost(h))) {
 			err = locker.ErrLeaseLost
 			return
 		}
@@ -189,31 +254,84 @@ func (l *toyLock) Release(context.Context) error {
 	return err
 }
 
-// replyLoss is a nemesis over the toy: every other TTL, for half a TTL,
-// requests fail, half of them after taking effect.
-type replyLoss struct {
-	s   *toy
-	ttl time.Duration
+// toyFault is a nemesis over the toy: after each gap, the fault named is
+// on for a while.
+type toyFault struct {
+	name       string
+	gap, lasts time.Duration
+	on, off    func()
 }
 
-func (n replyLoss) Run(ctx context.Context, faults *history.Faults) error {
-	defer n.s.lossy.Store(false)
+// replyLoss loses requests and replies: half of the failed requests took
+// effect.
+func replyLoss(s *toy, ttl time.Duration) toyFault {
+	return toyFault{"reply loss", ttl, ttl / 2, func() { s.lossy.Store(true) }, func() { s.lossy.Store(false) }}
+}
+
+// staleFollower cuts off the follower that answers refreshes, for longer
+// than a TTL: its view lags the leader by a tenth of a TTL while the
+// leader expires and grants.
+func staleFollower(s *toy, ttl time.Duration) toyFault {
+	return toyFault{"follower cut off", ttl / 2, 2 * ttl,
+		func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.lag = ttl / 10
+		},
+		func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.lag = 0
+		}}
+}
+
+// clockStep steps the server's wall clock back by ten TTLs each time.
+func clockStep(s *toy, ttl time.Duration) toyFault {
+	return toyFault{"clock stepped back", ttl, ttl / 2,
+		func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.clockStep += 10 * ttl
+		},
+		func() {}}
+}
+
+// failover promotes a replica: it has every lock and its expiry; with
+// flawFailoverRelease it lacks their owners.
+func failover(s *toy, ttl time.Duration) toyFault {
+	return toyFault{"failover", ttl, ttl / 2,
+		func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for k, h := range s.locks {
+				promoted := *h
+				if s.flaw == flawFailoverRelease {
+					promoted.owner = driver.OwnerID{}
+				}
+				s.locks[k] = &promoted
+			}
+		},
+		func() {}}
+}
+
+func (n toyFault) Run(ctx context.Context, faults *history.Faults) error {
+	defer n.off()
 	for {
-		t := time.NewTimer(n.ttl)
+		t := time.NewTimer(n.gap)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		case <-t.C:
 		}
-		end := faults.Begin("reply loss")
-		n.s.lossy.Store(true)
-		t.Reset(n.ttl / 2)
+		end := faults.Begin(n.name)
+		n.on()
+		t.Reset(n.lasts)
 		select {
 		case <-ctx.Done():
 		case <-t.C:
 		}
-		n.s.lossy.Store(false)
+		n.off()
 		end()
 		t.Stop()
 	}
