@@ -30,6 +30,35 @@ func holdMany(tb testing.TB, n int, ttl time.Duration) (locker.Locker, []locker.
 	return l, leases
 }
 
+// A held auto-refreshed lease costs no goroutine of its own: a process may
+// hold many locks (one per tenant, per shard) and each refresh is a timer.
+func TestHeldLeases_NoGoroutineEach(t *testing.T) {
+	const n = 1000
+	before := runtime.NumGoroutine()
+	// A long TTL: no refresh is due while the goroutines are counted, so
+	// none is running then; a tenth of n leaves room for the runtime's own.
+	l, leases := holdMany(t, n, time.Minute)
+	if added := runtime.NumGoroutine() - before; added >= n/10 {
+		t.Fatalf("holding %d auto-refreshed leases added %d goroutines, want none per lease", n, added)
+	}
+	ctx := context.Background()
+	for _, lease := range leases[:n/2] {
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, lease := range leases {
+		select {
+		case <-lease.Done():
+		default:
+			t.Fatalf("lease %s still held after Close", lease.Key())
+		}
+	}
+}
+
 // BenchmarkHeldLeases reports what holding one auto-refreshed lease costs the
 // process at n = 10,000 on memory: heap and goroutine stack bytes (the
 // memory Store's entry included, as a server client's state would be) and
