@@ -34,18 +34,21 @@ type lease struct {
 	// caller's context while waiting for a turn.
 	ops chan struct{}
 
-	mu          sync.Mutex
-	dl          driver.Lock
-	token       uint64
-	state       leaseState
-	err         error
-	deadline    time.Time
-	granted     time.Time // when start ran, for the hold-time metric
-	timer       *time.Timer
-	refresher   *time.Timer // automatic refresh; counted in c.wg while armed or running
-	pendingLoss error       // a loss the backend reported before start
-	cleaned     bool        // the driver's Release was tried after the loss
-	expired     bool        // the driver's Expire was called
+	mu       sync.Mutex
+	dl       driver.Lock
+	token    uint64
+	state    leaseState
+	err      error
+	deadline time.Time
+	granted  time.Time // when start ran, for the hold-time metric
+	timer    *time.Timer
+	// refresher runs autoRefreshOnce. It counts once in c.wg while armed or
+	// running: Done comes from end when its Stop disarms it, or else from the
+	// run that does not re-arm it, so that Close waits for a refresh under way.
+	refresher   *time.Timer
+	pendingLoss error // a loss the backend reported before start
+	cleaned     bool  // the driver's Release was tried after the loss
+	expired     bool  // the driver's Expire was called
 }
 
 // GrantedTTL returns the TTL a lease of this package was granted with: the
