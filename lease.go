@@ -21,8 +21,8 @@ const (
 )
 
 // lease is the portable Lease over one driver.Lock. It owns the local
-// deadline (a timer, not a goroutine), Done/Err, and, with automatic refresh,
-// one goroutine.
+// deadline, Done/Err and, with automatic refresh, the refresh schedule: two
+// timers, and no goroutine of its own while it is held.
 type lease struct {
 	c           *client
 	key         string
@@ -34,15 +34,18 @@ type lease struct {
 	// caller's context while waiting for a turn.
 	ops chan struct{}
 
-	mu          sync.Mutex
-	dl          driver.Lock
-	token       uint64
-	state       leaseState
-	err         error
-	deadline    time.Time
-	granted     time.Time // when start ran, for the hold-time metric
-	timer       *time.Timer
-	stopRefresh chan struct{}
+	mu       sync.Mutex
+	dl       driver.Lock
+	token    uint64
+	state    leaseState
+	err      error
+	deadline time.Time
+	granted  time.Time // when start ran, for the hold-time metric
+	timer    *time.Timer
+	// refresher runs autoRefreshOnce. It counts once in c.wg while armed or
+	// running: Done comes from end when its Stop disarms it, or else from the
+	// run that does not re-arm it, so that Close waits for a refresh under way.
+	refresher   *time.Timer
 	pendingLoss error // a loss the backend reported before start
 	cleaned     bool  // the driver's Release was tried after the loss
 	expired     bool  // the driver's Expire was called
@@ -95,9 +98,8 @@ func (l *lease) start(dl driver.Lock) error {
 	l.c.tel.granted()
 	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
 	if l.autoRefresh {
-		l.stopRefresh = make(chan struct{})
 		l.c.wg.Add(1)
-		go l.refreshLoop(l.stopRefresh)
+		l.refresher = time.AfterFunc(l.ttl/3, l.autoRefreshOnce)
 	}
 	return nil
 }
@@ -123,8 +125,8 @@ func (l *lease) end(state leaseState, err error, cause int) bool {
 	if state != lost {
 		l.timer.Stop()
 	}
-	if l.stopRefresh != nil {
-		close(l.stopRefresh)
+	if l.refresher != nil && l.refresher.Stop() {
+		l.c.wg.Done() // it will not run: no refresh follows the end
 	}
 	close(l.done)
 	return true
@@ -353,26 +355,24 @@ func (l *lease) cleanup(ctx context.Context) {
 	}
 }
 
-// refreshLoop refreshes the lease every third of its TTL until it ends. Each
-// refresh is bounded by that interval, so a hung one fails before the
-// deadline instead of silently outliving it.
-func (l *lease) refreshLoop(stop <-chan struct{}) {
-	defer l.c.wg.Done()
+// autoRefreshOnce runs on the refresher timer, a third of the TTL after the
+// lease started or after its last automatic refresh: it refreshes once and
+// re-arms the timer while the lease is held. Each refresh is bounded by that
+// interval, so a hung one fails before the deadline instead of silently
+// outliving it. A refresh that fails ends the chain (the loss is logged where
+// the lease ended), as does the end of the lease: end stops the armed timer,
+// and a run already under way finds the lease ended, at its turn or after.
+func (l *lease) autoRefreshOnce() {
 	interval := l.ttl / 3
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(l.c.ctx, interval)
-		err := l.Refresh(ctx)
-		cancel()
-		if err != nil {
-			return // the loss is logged where the lease ended
-		}
-		t.Reset(interval)
+	ctx, cancel := context.WithTimeout(l.c.ctx, interval)
+	err := l.Refresh(ctx)
+	cancel()
+	l.mu.Lock()
+	if err == nil && l.state == held {
+		l.refresher.Reset(interval)
+		l.mu.Unlock()
+		return
 	}
+	l.mu.Unlock()
+	l.c.wg.Done()
 }

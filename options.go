@@ -84,8 +84,9 @@ func WithTTL(d time.Duration) Option {
 
 // WithAutoRefresh sets whether a lease refreshes itself in the background, at
 // a third of its TTL, until it is released, lost or its Locker closed
-// (default on, as etcd sessions and Redisson's watchdog do). With it off, a
-// lease ends at its Deadline unless the holder calls Refresh.
+// (default on, as etcd sessions and Redisson's watchdog do). The refreshes run
+// on a timer: a held lease has no goroutine of its own. With it off, a lease
+// ends at its Deadline unless the holder calls Refresh.
 func WithAutoRefresh(on bool) Option {
 	return func(o *options) { o.autoRefresh = on }
 }
