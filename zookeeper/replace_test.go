@@ -84,7 +84,7 @@ func TestEnsemble_MemberReplaced_NoSecondHolder_TokensRise(t *testing.T) {
 					}
 					continue
 				}
-				if !released.Load() && !isDoneZK(holder) {
+				if !released.Load() && !isDone(holder) {
 					errs <- fmt.Errorf("a waiter acquired (token %d) while the holder's lease (token %d) was live", lease.Token(), holder.Token())
 				}
 				if lease.Token() <= holder.Token() {
@@ -107,17 +107,17 @@ func TestEnsemble_MemberReplaced_NoSecondHolder_TokensRise(t *testing.T) {
 			break
 		}
 	}
-	if !isDoneZK(holder) {
-		if err := holder.Refresh(ctxT(t, 30*time.Second)); err != nil && !isDoneZK(holder) {
+	if !isDone(holder) {
+		if err := holder.Refresh(ctxT(t, 30*time.Second)); err != nil && !isDone(holder) {
 			t.Errorf("the holder's Refresh after the replacements: %v", err)
 		}
 	}
-	if isDoneZK(holder) {
+	if isDone(holder) {
 		if !errors.Is(holder.Err(), locker.ErrLeaseLost) {
 			t.Errorf("the holder's lease ended with %v, want ErrLeaseLost", holder.Err())
 		}
 		t.Logf("the holder lost its lease during the replacements, and was told: %v", holder.Err())
-	} else if _, err := open(cl.Addrs()).TryAcquire(ctxT(t, 30*time.Second), "k"); !errors.Is(err, locker.ErrLocked) && !isDoneZK(holder) {
+	} else if _, err := open(cl.Addrs()).TryAcquire(ctxT(t, 30*time.Second), "k"); !errors.Is(err, locker.ErrLocked) && !isDone(holder) {
 		// The lock's node survived two fresh servers.
 		t.Errorf("TryAcquire through the current servers while the holder holds = %v, want ErrLocked", err)
 	}
@@ -132,7 +132,7 @@ func TestEnsemble_MemberReplaced_NoSecondHolder_TokensRise(t *testing.T) {
 	}
 }
 
-func isDoneZK(lease locker.Lease) bool {
+func isDone(lease locker.Lease) bool {
 	select {
 	case <-lease.Done():
 		return true

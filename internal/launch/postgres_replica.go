@@ -42,14 +42,10 @@ wait
 // clock); settings are more "name=value" server settings of both (-c).
 // The replica answers its probe once it streams.
 func PostgresReplica(image string, p PostgresReplicaPorts, settings ...string) Spec {
-	var c strings.Builder
-	for _, s := range settings {
-		c.WriteString(" -c " + shellQuote(s))
-	}
 	return Spec{
 		Kind:       "postgres-replica",
 		Image:      image,
-		Entrypoint: []string{"sh", "-c", fmt.Sprintf(pgReplicaScript, p.Primary, p.Replica, c.String())},
+		Entrypoint: []string{"sh", "-c", fmt.Sprintf(pgReplicaScript, p.Primary, p.Replica, pgFlags(settings))},
 		Services: []Service{
 			{"postgres", p.Primary, PostgresPing},
 			{"postgres-standby", p.Replica, func(ctx context.Context, addr string) (string, error) {
@@ -66,6 +62,15 @@ func PostgresReplica(image string, p PostgresReplicaPorts, settings ...string) S
 			}},
 		},
 	}
+}
+
+// pgFlags are postgres's -c flags for settings, quoted for the shell.
+func pgFlags(settings []string) string {
+	var c strings.Builder
+	for _, s := range settings {
+		c.WriteString(" -c " + shellQuote(s))
+	}
+	return c.String()
 }
 
 // PostgresKillScript SIGKILLs the postmaster whose data directory is dir

@@ -23,12 +23,8 @@ import (
 // so clients given the old addresses reach the others only.
 func (c *Cluster) ReplaceEtcdMember(t testing.TB, i int) {
 	t.Helper()
-	if c.kind != "etcd" {
-		t.Fatalf("testenv: ReplaceEtcdMember of a %s cluster", c.kind)
-	}
 	start := time.Now()
-	old := c.Nodes[i]
-	oc := old.container(t, "ReplaceEtcdMember")
+	old, oc := c.member(t, i, "etcd", "ReplaceEtcdMember")
 	var others []string
 	for j, n := range c.Nodes {
 		if j != i {
@@ -110,6 +106,21 @@ func (c *Cluster) ReplaceEtcdMember(t testing.TB, i int) {
 	t.Logf("testenv: etcd member %s replaced by %s (%s) in %v", old.Addr(), name, c.Nodes[i].Addr(), time.Since(start).Round(time.Millisecond))
 }
 
+// member returns member i of a cluster of kind on a cluster network, and
+// its container, for the operation what.
+func (c *Cluster) member(t testing.TB, i int, kind, what string) (*Server, *launch.Container) {
+	t.Helper()
+	if c.kind != kind {
+		t.Fatalf("testenv: %s of a %s cluster", what, c.kind)
+	}
+	old := c.Nodes[i]
+	oc := old.container(t, what)
+	if oc.Spec.Network == nil {
+		t.Fatalf("testenv: %s of a member without a cluster network", what)
+	}
+	return old, oc
+}
+
 // startMember starts a cluster member of sp and waits until it answers.
 func (c *Cluster) startMember(t testing.TB, ctx context.Context, sp launch.Spec) *Server {
 	t.Helper()
@@ -133,15 +144,8 @@ func (c *Cluster) startMember(t testing.TB, ctx context.Context, sp launch.Spec)
 // server afterwards, at a new client address.
 func (c *Cluster) ReplaceZooKeeperMember(t testing.TB, i int) {
 	t.Helper()
-	if c.kind != "zookeeper" {
-		t.Fatalf("testenv: ReplaceZooKeeperMember of a %s cluster", c.kind)
-	}
 	start := time.Now()
-	old := c.Nodes[i]
-	oc := old.container(t, "ReplaceZooKeeperMember")
-	if oc.Spec.Network == nil {
-		t.Fatalf("testenv: ReplaceZooKeeperMember of a server without a cluster network")
-	}
+	old, oc := c.member(t, i, "zookeeper", "ReplaceZooKeeperMember")
 	old.remove()
 	port, err := launch.FreePort()
 	if err != nil {
