@@ -24,12 +24,19 @@ import (
 // sequence raised to the server clock in microseconds on a new server
 // life, the replica's clock here) covers them. The Guard on the new
 // primary refuses the stale holder's write, and the stale holder learns
-// its lease is gone. One Locker lists both servers with
-// target_session_attrs=read-write and follows the failover.
+// its lease is gone (by its deadline at the latest). One Locker lists both servers with
+// target_session_attrs=read-write and follows the failover. In both
+// modes, each on a pair of its own.
 func TestPostgresFailover_TokensRiseOverTheLostTail(t *testing.T) {
+	for _, m := range []postgres.Mode{postgres.ForUpdate, postgres.Advisory} {
+		t.Run(m.String(), func(t *testing.T) { failover(t, postgres.WithMode(m)) })
+	}
+}
+
+func failover(t *testing.T, mode locker.Option) {
 	pair := testenv.PostgresWithReplica(t)
-	old := newLocker(t, pair.PrimaryDSN())
-	both := newLocker(t, pair.BothDSN())
+	old := newLocker(t, pair.PrimaryDSN(), mode)
+	both := newLocker(t, pair.BothDSN(), mode)
 	ctx := ctxT(t, 4*time.Minute)
 
 	var highest uint64 // every token granted before the failover
@@ -63,14 +70,15 @@ func TestPostgresFailover_TokensRiseOverTheLostTail(t *testing.T) {
 	// its first connection, past every time the replica knows of (its
 	// start, the last commit it replayed).
 	pair.CutReplication(t)
-	late := newLocker(t, pair.PrimaryDSN())
+	late := newLocker(t, pair.PrimaryDSN(), mode)
 	for range 6 {
 		for _, k := range keys {
 			grant(late, k)
 			grant(both, k)
 		}
 	}
-	held, err := late.TryAcquire(ctx, "res", locker.WithTTL(time.Minute), locker.WithAutoRefresh(false))
+	const ttl = 10 * time.Second
+	held, err := late.TryAcquire(ctx, "res", locker.WithTTL(ttl), locker.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +105,13 @@ func TestPostgresFailover_TokensRiseOverTheLostTail(t *testing.T) {
 	pair.Promote(t, time.Minute)
 	t.Logf("primary killed and replica promoted in %v", time.Since(start).Round(time.Millisecond))
 
+	// FOR UPDATE watches the lock's connection and learns at once; the
+	// advisory mode learns at the session's next statement, here none
+	// (no refresh), so at the lease's deadline.
 	select {
 	case <-held.Done():
-	case <-time.After(30 * time.Second):
-		t.Error("the stale holder's Done not closed 30 s after its server was killed")
+	case <-time.After(ttl + 20*time.Second):
+		t.Errorf("the stale holder's Done not closed %v after its server was killed (TTL %v)", ttl+20*time.Second, ttl)
 	}
 	for _, k := range append(keys, "res") {
 		lease, err := acquireAfterFailover(t, both, k)
