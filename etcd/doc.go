@@ -29,10 +29,10 @@
 // hold as many locks as etcd holds keys.
 //
 // The token is the own key's CreateRevision: it strictly increases per key
-// across holder crashes, lease expiry, reconnects, leader failovers and member
-// restarts, as long as a majority keeps its data; restoring a snapshot older
-// than a token can repeat it. Guard (NewGuard) admits a token and applies
-// your txn ops atomically with Write.
+// across holder crashes, lease expiry, reconnects, leader failovers, member
+// restarts and replacements, as long as a majority keeps its data;
+// restoring a snapshot older than a token can repeat it. Guard (NewGuard)
+// admits a token and applies your txn ops atomically with Write.
 //
 // locker.Inspect, List, WithValue, Publish and Watch work: the holder is the
 // lock's oldest key, the others wait. etcd keeps no grant time (Granted is

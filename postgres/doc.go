@@ -32,8 +32,10 @@
 // each other. Never use both modes on one table.
 //
 // Tokens come from a NO CYCLE sequence raised to the server clock after a
-// restart (they increase unless that clock goes back). Guard is a
-// fencing.Guard in a table: admission and write commit together (Write, AdmitTx).
+// restart or failover (they increase unless that clock goes back, or a
+// promoted replica's lags the old primary's by more than the failover
+// took). Guard is a fencing.Guard in a table: admission and write commit
+// together (Write, AdmitTx).
 //
 // Production: sslmode=verify-full, sslrootcert, SCRAM, the password in the
 // URL or PGPASSWORD; refusals (SQLSTATE class 28, 42501) are

@@ -30,9 +30,9 @@
 //
 // The token is the own node's czxid, which the leader assigns in one total
 // order: it grows across holder crashes, session expiry, reconnects, server
-// restarts and leader changes, as long as a quorum keeps its data
-// directories. Guard admits a token and applies writes to ZooKeeper in one
-// multi (Guard.Write).
+// restarts and replacements, and leader changes, as long as a quorum keeps
+// its data directories. Guard admits a token and applies writes to
+// ZooKeeper in one multi (Guard.Write).
 //
 // locker.Inspect syncs with the leader first, so a lagging follower cannot
 // show a stale holder. Granted is the node's ctime (when the holder queued:

@@ -177,14 +177,10 @@ exec setpriv --reuid=postgres --regid=postgres --init-groups postgres -D $D -p %
 // Postgres runs PostgreSQL 15 on port, user postgres, trust authentication;
 // settings are more "name=value" server settings (-c).
 func Postgres(image string, port int, settings ...string) Spec {
-	var c strings.Builder
-	for _, s := range settings {
-		c.WriteString(" -c " + shellQuote(s))
-	}
 	return Spec{
 		Kind:       "postgres",
 		Image:      image,
-		Entrypoint: []string{"sh", "-c", fmt.Sprintf(pgScript, port, c.String())},
+		Entrypoint: []string{"sh", "-c", fmt.Sprintf(pgScript, port, pgFlags(settings))},
 		Services:   []Service{{"postgres", port, PostgresPing}},
 	}
 }

@@ -1,0 +1,164 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/distlock/locker/internal/launch"
+)
+
+// ReplaceEtcdMember replaces member i of an etcd cluster by a fresh one,
+// as an operator replaces a failed machine: MemberRemove through the
+// others, the old container removed, MemberAdd of a new member (new name,
+// new peer address, empty data directory) started with
+// --initial-cluster-state=existing, and waited for until it is healthy.
+// Nodes[i] is the new member afterwards; its client address is new too,
+// so clients given the old addresses reach the others only.
+func (c *Cluster) ReplaceEtcdMember(t testing.TB, i int) {
+	t.Helper()
+	start := time.Now()
+	old, oc := c.member(t, i, "etcd", "ReplaceEtcdMember")
+	var others []string
+	for j, n := range c.Nodes {
+		if j != i {
+			others = append(others, n.Addr())
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: others, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("testenv: etcd client: %v", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatalf("testenv: member list: %v", err)
+	}
+	var id uint64
+	for _, m := range list.Members {
+		if slices.Contains(m.ClientURLs, "http://"+old.Addr()) {
+			id = m.ID
+		}
+	}
+	if id == 0 {
+		t.Fatalf("testenv: no member serves clients at %s: %v", old.Addr(), list.Members)
+	}
+	// etcd refuses (ErrUnhealthy) a removal that would leave fewer
+	// members than a quorum that have been connected for its health
+	// interval (5 s): just after a start or an earlier replacement, wait.
+	if err := poll(time.Minute, func(ctx context.Context) error {
+		_, err := cli.MemberRemove(ctx, id)
+		return err
+	}); err != nil {
+		t.Fatalf("testenv: member remove: %v", err)
+	}
+	old.remove()
+
+	name := "e" + launch.RandomID(3)
+	alias := "etcd-" + name
+	peer := "http://" + alias + ":2380"
+	// An attempt that timed out may have added the member all the same:
+	// then the next finds its peer address taken, and the list has it.
+	var initial []string
+	err = poll(time.Minute, func(ctx context.Context) error {
+		if _, err := cli.MemberAdd(ctx, []string{peer}); err != nil && !strings.Contains(err.Error(), "already exists") {
+			return err
+		}
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		initial = initial[:0]
+		for _, m := range list.Members {
+			n := m.Name
+			if slices.Contains(m.PeerURLs, peer) {
+				n = name // not started yet: no name
+			}
+			for _, u := range m.PeerURLs {
+				initial = append(initial, n+"="+u)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("testenv: member add: %v", err)
+	}
+	port, err := launch.FreePort()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	// The cluster token matters only to a new cluster's bootstrap; the
+	// old member's is kept all the same.
+	token := oc.Spec.Cmd[slices.Index(oc.Spec.Cmd, "--initial-cluster-token")+1]
+	sp := launch.Etcd(oc.Spec.Image, oc.Spec.Entrypoint, port, name, strings.Join(initial, ","), peer, token)
+	sp.Cmd = append(sp.Cmd, "--initial-cluster-state", "existing")
+	sp.Network, sp.Alias = oc.Spec.Network, alias
+	c.Nodes[i] = c.startMember(t, ctx, sp)
+	t.Logf("testenv: etcd member %s replaced by %s (%s) in %v", old.Addr(), name, c.Nodes[i].Addr(), time.Since(start).Round(time.Millisecond))
+}
+
+// member returns member i of a cluster of kind on a cluster network, and
+// its container, for the operation what.
+func (c *Cluster) member(t testing.TB, i int, kind, what string) (*Server, *launch.Container) {
+	t.Helper()
+	if c.kind != kind {
+		t.Fatalf("testenv: %s of a %s cluster", what, c.kind)
+	}
+	old := c.Nodes[i]
+	oc := old.container(t, what)
+	if oc.Spec.Network == nil {
+		t.Fatalf("testenv: %s of a member without a cluster network", what)
+	}
+	return old, oc
+}
+
+// startMember starts a cluster member of sp and waits until it answers.
+func (c *Cluster) startMember(t testing.TB, ctx context.Context, sp launch.Spec) *Server {
+	t.Helper()
+	d, err := docker()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	s, err := startServer(ctx, d, sp, false)
+	if err != nil {
+		t.Fatalf("testenv: new %s member: %v", c.kind, err)
+	}
+	return s
+}
+
+// ReplaceZooKeeperMember replaces server i of a ZooKeeper ensemble by a
+// fresh one under the same id, the procedure of ensembles without dynamic
+// reconfiguration (reconfigEnabled is false here): its container removed,
+// a new one, with an empty data directory but the same myid, host name
+// and server lines, started and waited for until it serves as a follower
+// or leader, having synchronised from the leader. Nodes[i] is the new
+// server afterwards, at a new client address.
+func (c *Cluster) ReplaceZooKeeperMember(t testing.TB, i int) {
+	t.Helper()
+	start := time.Now()
+	old, oc := c.member(t, i, "zookeeper", "ReplaceZooKeeperMember")
+	old.remove()
+	port, err := launch.FreePort()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	var servers strings.Builder
+	for j := range c.Nodes {
+		fmt.Fprintf(&servers, "server.%d=zookeeper%d:2888:3888\n", j+1, j+1)
+	}
+	sp := zkSpec(Images{Server: oc.Spec.Image}, port, i+1, servers.String())
+	sp.Network, sp.Alias = oc.Spec.Network, oc.Spec.Alias
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c.Nodes[i] = c.startMember(t, ctx, sp)
+	t.Logf("testenv: zookeeper server %d (%s) replaced by a fresh one at %s in %v", i+1, old.Addr(), c.Nodes[i].Addr(), time.Since(start).Round(time.Millisecond))
+}
