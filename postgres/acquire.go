@@ -75,20 +75,26 @@ const (
 // acquire pins a pool connection and takes req.Key on it; the caller holds a
 // slot, which is handed over to the lock or freed.
 func (b *backend) acquire(ctx context.Context, req *driver.Request, try bool) (driver.Lock, error) {
-	conn, err := b.pool.Acquire(ctx)
-	if err != nil {
-		b.freeSlot()
-		return nil, fmt.Errorf("getting a pool connection: %w", err)
-	}
-	l, err := b.lockOn(ctx, conn, req, try)
-	if err != nil {
-		if req.Limit > 1 {
-			cleanPermitConn(conn)
+	l, err := onLiveConn(ctx, b, func() (*lock, error) {
+		conn, err := b.pool.Acquire(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("getting a pool connection: %w", err)
 		}
-		// Idle connections go back to the pool; closed ones, and ones left in
-		// a transaction, are destroyed, which ends the transaction on the
-		// server (pgxpool.Conn.Release).
-		conn.Release()
+		l, err := b.lockOn(ctx, conn, req, try)
+		if err != nil {
+			err = endedOr(conn.Conn(), err)
+			if req.Limit > 1 {
+				cleanPermitConn(conn)
+			}
+			// Idle connections go back to the pool; closed ones, and ones
+			// left in a transaction, are destroyed, which ends the
+			// transaction on the server (pgxpool.Conn.Release).
+			conn.Release()
+			return nil, err
+		}
+		return l, nil
+	})
+	if err != nil {
 		b.freeSlot()
 		return nil, err
 	}

@@ -102,6 +102,7 @@ func (a *advBackend) open(ctx context.Context, shared bool, ttl time.Duration) (
 			"set_config('idle_in_transaction_session_timeout', '0', false), set_config('application_name', $1, false)", appPrefix+"advisory")
 	}
 	if err != nil {
+		err = endedOr(conn.Conn(), err)
 		closeConn(conn)
 		return nil, err
 	}
@@ -228,6 +229,7 @@ func (s *session) run(ctx context.Context, wait bool, f func(context.Context, *p
 	case errors.Is(err, errWrongServer):
 		s.kill(err)
 	case conn.IsClosed():
+		err = endedOr(conn, err)
 		s.kill(fmt.Errorf("postgres: the connection of advisory locks ended: %w", err))
 	}
 	return err
@@ -329,7 +331,7 @@ func (a *advBackend) try(ctx context.Context, req *driver.Request) (driver.Lock,
 	}
 	a.held[key]++
 	a.mu.Unlock()
-	l, err := a.tryShared(ctx, req, key)
+	l, err := onLiveConn(ctx, a.b, func() (*advLock, error) { return a.tryShared(ctx, req, key) })
 	if err != nil {
 		a.mu.Lock()
 		a.unhold(key)
@@ -431,6 +433,12 @@ func (a *advBackend) Acquire(ctx context.Context, req *driver.Request) (_ driver
 	if err != nil {
 		return nil, err
 	}
+	return onLiveConn(ctx, a.b, func() (*advLock, error) { return a.waitOwn(ctx, req, slots) })
+}
+
+// waitOwn waits for req.Key in PostgreSQL's lock queue on a session of its
+// own, for which it takes a slot of the budget.
+func (a *advBackend) waitOwn(ctx context.Context, req *driver.Request, slots chan struct{}) (*advLock, error) {
 	select {
 	case slots <- struct{}{}:
 	case <-ctx.Done():
