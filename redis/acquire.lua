@@ -1,6 +1,8 @@
 -- acquire.lua: take a lock and hand out its fencing token, atomically
--- (grant, in queue.lua); or, for a waiter, keep its place in the lock's
--- queue. (queue.lua comes first.)
+-- (grant, in take.lua); or, for a waiter, keep its place in the lock's
+-- queue (acquire_wait.lua, after queue.lua and waiting.lua: an attempt
+-- that does not queue returns before it, and so never pays for their
+-- functions). (clock.lua, signal.lua and take.lua come first.)
 --
 -- KEYS[1]  the lock key (a string holding the owner value)
 -- KEYS[2]  the fence key (the last token handed out for this lock; same hash slot)
@@ -26,21 +28,5 @@
 -- array: it is the reply of every uncontended acquire, and an integer is
 -- the cheapest to send and to read.
 
-local waiter = ARGV[5]
 local r = grant(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
-if type(r) == 'table' then
-  if waiter then enqueue(KEYS[4], KEYS[5], waiter, r[2], ARGV[6], ARGV[7]) end
-  return r
-end
-
--- A waiter took the lock: the next waiter in the queue is the head now, and
--- still waits for the PTTL of the holder it last saw, which may be far longer
--- than this holder's; woken, it tries and learns this holder's PTTL. An
--- attempt from outside the queue needs no such wake-up: it can only take a
--- lock whose holder released it (which woke the head) or let it expire
--- (when the head's own wait ends), and the head's next try sees it.
-if waiter then
-  leave_queue(KEYS[4], KEYS[5], waiter)
-  wake_head(KEYS[4], KEYS[5], ARGV[4])
-end
-return r
+if not ARGV[5] then return r end

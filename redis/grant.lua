@@ -1,6 +1,6 @@
 -- grant.lua (Redlock): an attempt that does not queue. Take the lock and
 -- propose a fencing token, atomically, as acquire.lua does (grant, in
--- queue.lua), with one more term in the proposal: the caller's hint.
+-- take.lua), with one more term in the proposal: the caller's hint.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fence key (this master's counter)

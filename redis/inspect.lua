@@ -1,5 +1,5 @@
 -- inspect.lua: what one server knows of a lock, read in one atomic step.
--- (queue.lua comes first.)
+-- (clock.lua comes first.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fence key
@@ -15,7 +15,7 @@
 -- live permit that expires last (its owner value and grant time), the
 -- lock's PTTL (until the last permit ends) and the fence (the latest
 -- token of any permit); it has no published value.
-local now = math.floor(now_us() / 1000)
+local now = math.floor(tonumber(time_us()) / 1000)
 local waiters = 0
 for _, d in ipairs(redis.call('HVALS', KEYS[5])) do
   if tonumber(d) >= now then waiters = waiters + 1 end

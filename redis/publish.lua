@@ -1,5 +1,5 @@
 -- publish.lua: replace the holder's published value, only if the lock is
--- still held by the caller, and tell the lock's watchers. (queue.lua comes
+-- still held by the caller, and tell the lock's watchers. (signal.lua comes
 -- first.)
 --
 -- KEYS[1]  the lock key

@@ -38,7 +38,7 @@ func NewRedlock(clients []goredis.UniversalClient, opts ...locker.Option) (locke
 // propose the same token and the round needs no write-back: an uncontended
 // acquire is one round trip to every master, not two. A round that queues a
 // waiter runs acquire.lua, whose proposals differ, and writes back.
-var grantScript = goredis.NewScript(queueLua + grantLua)
+var grantScript = goredis.NewScript(grantLib + grantLua)
 
 //go:embed grant.lua
 var grantLua string

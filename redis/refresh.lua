@@ -13,7 +13,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 local ttl = ARGV[2]
 if ARGV[3] then
-  -- TIME before a write: see queue.lua.
+  -- TIME before a write: see clock.lua.
   if not redis.REDIS_VERSION_NUM and redis.replicate_commands then redis.replicate_commands() end
   local granted = tonumber(string.match(redis.call('GET', KEYS[2]) or '', '^(%d+)'))
   if granted then

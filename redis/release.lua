@@ -1,5 +1,6 @@
 -- release.lua: delete a lock, only if it is still held by the caller, and
--- wake the first live waiter of its queue. (queue.lua comes first.)
+-- wake the first live waiter of its queue. (clock.lua, signal.lua and
+-- queue.lua come first.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the waiter queue
@@ -24,7 +25,7 @@ local held = redis.call('GET', KEYS[1])
 if held == ARGV[1] then
   if ARGV[5] then
     local granted = tonumber(string.match(redis.call('GET', KEYS[5]) or '', '^(%d+)'))
-    local left = granted and math.floor(granted / 1000) + tonumber(ARGV[5]) - math.floor(now_us() / 1000)
+    local left = granted and math.floor(granted / 1000) + tonumber(ARGV[5]) - math.floor(tonumber(time_us()) / 1000)
     if left and left > 0 then
       redis.call('PEXPIRE', KEYS[1], left)
       redis.call('PEXPIRE', KEYS[5], left)
