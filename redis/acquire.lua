@@ -4,12 +4,11 @@
 -- that does not queue returns before it, and so never pays for their
 -- functions). (clock.lua, signal.lua and take.lua come first.)
 --
--- KEYS[1]  the lock key (a string holding the owner value)
+-- KEYS[1]  the lock key (a string holding the owner value, see take.lua)
 -- KEYS[2]  the fence key (the last token handed out for this lock; same hash slot)
--- KEYS[3]  the lock's info (string: grant time, a space, published value)
--- KEYS[4]  the waiter queue (sorted set: waiter id -> arrival, µs)
--- KEYS[5]  the waiters' deadlines (hash: waiter id -> stale after, ms)
--- ARGV[1]  the owner value (owner id, a space, the holder label)
+-- KEYS[3]  the waiter queue (sorted set: waiter id -> arrival, µs)
+-- KEYS[4]  the waiters' deadlines (hash: waiter id -> stale after, ms)
+-- ARGV[1]  the owner value (owner id, a space, the holder label), framed
 -- ARGV[2]  the TTL in milliseconds
 -- ARGV[3]  the holder's published value ("" for none)
 -- ARGV[4]  the wake-up channel prefix
@@ -19,14 +18,14 @@
 -- ARGV[7]  instead of that, for a waiter that renews its entry by
 --          heartbeat.lua: the entry's liveness in ms (absent for Redlock)
 --
--- An attempt that does not queue sends only KEYS[1..3] and ARGV[1..3], and
+-- An attempt that does not queue sends only KEYS[1..2] and ARGV[1..3], and
 -- touches nothing else.
 --
--- Returns grant's answer: the token (an integer, > 0) when the lock is now
+-- Returns grant's answer: the token (in decimal, > 0) when the lock is now
 -- held by ARGV[1], or {0, pttl, holder} (Redlock tells a majority holder
--- from a split by the holder). A grant is a bare integer rather than an
--- array: it is the reply of every uncontended acquire, and an integer is
--- the cheapest to send and to read.
+-- from a split by the holder). A grant is a bare string rather than an
+-- array: it is the reply of every uncontended acquire, and the cheapest to
+-- make and to read.
 
-local r = grant(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
+local r = grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 if not ARGV[5] then return r end

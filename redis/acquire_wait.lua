@@ -4,7 +4,7 @@
 
 local waiter = ARGV[5]
 if type(r) == 'table' then
-  enqueue(KEYS[4], KEYS[5], waiter, r[2], ARGV[6], ARGV[7])
+  enqueue(KEYS[3], KEYS[4], waiter, r[2], ARGV[6], ARGV[7])
   return r
 end
 
@@ -14,6 +14,6 @@ end
 -- attempt from outside the queue needs no such wake-up: it can only take a
 -- lock whose holder released it (which woke the head) or let it expire
 -- (when the head's own wait ends), and the head's next try sees it.
-leave_queue(KEYS[4], KEYS[5], waiter)
-wake_head(KEYS[4], KEYS[5], ARGV[4])
+leave_queue(KEYS[3], KEYS[4], waiter)
+wake_head(KEYS[3], KEYS[4], ARGV[4])
 return r

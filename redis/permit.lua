@@ -44,8 +44,9 @@ else
   end
 end
 if not r then
-  r = advance(KEYS[2], now_s)
-  redis.call('HSET', KEYS[4], ARGV[1], string.format('%.0f %.0f', us, r))
+  local token = advance(KEYS[2], now_s)
+  redis.call('HSET', KEYS[4], ARGV[1], now_s .. ' ' .. token)
+  r = tonumber(token)
   signal(KEYS[1], 'granted')
 end
 if type(r) == 'table' then

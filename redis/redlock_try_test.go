@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -178,9 +179,9 @@ func keyNames(prefix, key string) (lock, fence string) {
 func plantGrant(t testing.TB, ctx context.Context, addr, prefix, key, owner string, px time.Duration) int64 {
 	t.Helper()
 	lock, fence := keyNames(prefix, key)
-	q := strings.TrimSuffix(lock, ":lock")
-	v, err := redis.AcquireScript.Run(ctx, direct(t, addr), []string{lock, fence, q + ":info"},
-		owner+" planted", px.Milliseconds(), "").Int64()
+	val := owner + " planted"
+	v, err := redis.AcquireScript.Run(ctx, direct(t, addr), []string{lock, fence},
+		fmt.Sprintf("%d:%s", len(val), val), px.Milliseconds(), "").Int64()
 	if err != nil || v < 1 { // a grant replies with its token
 		t.Fatalf("planting %s on %s: %v %v", owner, addr, v, err)
 	}

@@ -98,13 +98,17 @@ func roundTTL(ttl time.Duration) (time.Duration, error) {
 	return r, nil
 }
 
-// pair reads acquire.lua's reply: a token (an integer) for a grant, or
+// pair reads acquire.lua's reply: a token (in decimal) for a grant, or
 // {0, pttl, holder} for a refusal.
 func pair(v any, err error) (ok bool, n int64, _ error) {
 	if err != nil {
 		return false, 0, err
 	}
-	if token, isInt := v.(int64); isInt {
+	if s, isStr := v.(string); isStr {
+		token, perr := strconv.ParseInt(s, 10, 64)
+		if perr != nil || token <= 0 {
+			return false, 0, fmt.Errorf("redis: unexpected script reply %q", s)
+		}
 		return true, token, nil
 	}
 	a, isSlice := v.([]any)
