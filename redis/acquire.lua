@@ -10,7 +10,7 @@
 -- KEYS[4]  the waiters' deadlines (hash: waiter id -> stale after, ms)
 -- ARGV[1]  the owner value (owner id, a space, the holder label), framed
 -- ARGV[2]  the TTL in milliseconds
--- ARGV[3]  the holder's published value ("" for none)
+-- ARGV[3]  the holder's published value ("" or absent for none)
 -- ARGV[4]  the wake-up channel prefix
 -- ARGV[5]  the waiter id
 -- ARGV[6]  the waiter's slack in ms: its entry is stale once the holder's
@@ -18,8 +18,8 @@
 -- ARGV[7]  instead of that, for a waiter that renews its entry by
 --          heartbeat.lua: the entry's liveness in ms (absent for Redlock)
 --
--- An attempt that does not queue sends only KEYS[1..2] and ARGV[1..3], and
--- touches nothing else.
+-- An attempt that does not queue sends only KEYS[1..2] and ARGV[1..3]
+-- (ARGV[1..2] without a published value), and touches nothing else.
 --
 -- Returns grant's answer: the token (in decimal, > 0) when the lock is now
 -- held by ARGV[1], or {0, pttl, holder} (Redlock tells a majority holder
@@ -27,5 +27,5 @@
 -- array: it is the reply of every uncontended acquire, and the cheapest to
 -- make and to read.
 
-local r = grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+local r = grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3] or '')
 if not ARGV[5] then return r end

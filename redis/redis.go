@@ -49,9 +49,13 @@ func (b *base) subscriber(c goredis.UniversalClient) *subscriber {
 // acquireArgs are acquire.lua's keys and arguments for one attempt of req;
 // waiter is "" for an attempt that does not queue, which touches neither
 // the queue nor the wake-up channels, and so names only the lock and fence
-// keys and sends three arguments: it is the uncontended path.
+// keys and sends two arguments (three with a published value): it is the
+// uncontended path.
 func (b *base) acquireArgs(n names, req *driver.Request, val string, waiter string) ([]string, []any) {
-	if waiter == "" {
+	switch {
+	case waiter == "" && req.Value == "":
+		return []string{n.lock, n.fence}, []any{val, serverTTL(req)}
+	case waiter == "":
 		return []string{n.lock, n.fence}, []any{val, serverTTL(req), req.Value}
 	}
 	return []string{n.lock, n.fence, n.queue, n.deadlines},
