@@ -151,7 +151,10 @@ func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, wai
 		}
 		return nil, time.Duration(x) * time.Millisecond, nil
 	}
-	return &lock{b: b, keys: n.queueKeys(), val: val, token: uint64(x), start: start, minHold: holdArg(req)}, 0, nil
+	// The owner value and the token as the request boxed them and the reply
+	// brought it (in decimal, as the fence holds it): the lock's scripts
+	// send them as they are, boxing nothing again.
+	return &lock{b: b, keys: n.queueKeys(), val: args[0], token: uint64(x), tokenArg: v, start: start, minHold: holdArg(req)}, 0, nil
 }
 
 // outcomeUnknown reports whether a failed request may have run on the
@@ -307,11 +310,12 @@ func (b *backend) Close() error {
 
 // lock is a lock held on one deployment.
 type lock struct {
-	b     *backend
-	keys  [4]string // queueKeys: keys[0] is the lock
-	val   string
-	token uint64
-	start time.Time
+	b        *backend
+	keys     [4]string // queueKeys: keys[0] is the lock
+	val      any       // the owner value (a string)
+	token    uint64
+	tokenArg any // token in decimal (a string), for release.lua
+	start    time.Time
 	// minHold is the minimum hold in ms for refresh.lua and release.lua,
 	// or nil for none: then they run exactly as without the ability.
 	minHold any
@@ -337,21 +341,22 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 	return nil
 }
 
+// release runs release.lua once.
+func (l *lock) release(ctx context.Context) (int64, error) {
+	if l.minHold != nil {
+		return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.tokenArg, "", l.minHold).Int64()
+	}
+	return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.tokenArg).Int64()
+}
+
 // Release deletes the lock. It is safe to repeat (release.lua knows its own
 // release again by the token in the fence), so a release whose outcome is
 // unknown is settled by running it again.
 func (l *lock) Release(ctx context.Context) (err error) {
 	defer refusedTo(&err)
-	run := func(ctx context.Context) (int64, error) {
-		// The token as the fence holds it: go-redis writes it in decimal.
-		if l.minHold != nil {
-			return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.token, "", l.minHold).Int64()
-		}
-		return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.token).Int64()
-	}
-	n, err := run(ctx)
+	n, err := l.release(ctx)
 	if err != nil && outcomeUnknown(err) {
-		n, err = settle(ctx, run)
+		n, err = settle(ctx, l.release)
 	}
 	if err != nil {
 		return err
