@@ -2,6 +2,9 @@ package redis
 
 import "time"
 
+// AcquireScript is acquire.lua as the package runs it.
+var AcquireScript = acquireScript
+
 // CloseClients is the option Open gives its Lockers, for tests that make
 // their own clients and want Close to close them.
 var CloseClients = closeClients

@@ -6,11 +6,12 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fence key
--- ARGV[1]  the owner value, or "" to raise the fence unconditionally
+-- ARGV[1]  the owner value, framed (see take.lua), or "" to raise the
+--          fence unconditionally
 -- ARGV[2]  the token, in decimal
 --
 -- Returns 1 when the fence is now >= the token, 0 when the lock is not ours.
-if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
+if ARGV[1] ~= '' and string.sub(redis.call('GET', KEYS[1]) or '', 1, #ARGV[1]) ~= ARGV[1] then
   return 0
 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')

@@ -1,11 +1,10 @@
 -- grant.lua (Redlock): an attempt that does not queue. Take the lock and
 -- propose a fencing token, atomically, as acquire.lua does (grant, in
--- queue.lua), with one more term in the proposal: the caller's hint.
+-- take.lua), with one more term in the proposal: the caller's hint.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fence key (this master's counter)
--- KEYS[3]  the lock's info
--- ARGV[1]  the owner value
+-- ARGV[1]  the owner value, framed (see take.lua)
 -- ARGV[2]  the TTL in milliseconds
 -- ARGV[3]  the holder's published value ("" for none)
 -- ARGV[4]  the hint, µs: the caller's clock plus a margin, the same for
@@ -19,6 +18,6 @@
 -- and then no master is below the round's token, and none needs it
 -- written back.
 --
--- Returns the proposal (an integer, > 0) when the lock is now held by
+-- Returns the proposal (in decimal, > 0) when the lock is now held by
 -- ARGV[1], or {0, pttl, holder} as acquire.lua does.
-return grant(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]))
+return grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]))

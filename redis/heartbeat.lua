@@ -1,5 +1,6 @@
 -- heartbeat.lua: a waiter that is still waiting keeps its queue entry live,
--- and learns whether it should try now. (queue.lua comes first.)
+-- and learns whether it should try now. (clock.lua, queue.lua and
+-- waiting.lua come first.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the waiter queue
@@ -16,7 +17,7 @@
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
   return -1
 end
-local now = math.floor(now_us() / 1000)
+local now = math.floor(tonumber(time_us()) / 1000)
 redis.call('HSET', KEYS[3], ARGV[1], string.format('%.0f', now + tonumber(ARGV[2])))
 stretch(KEYS[2], tonumber(ARGV[2]))
 stretch(KEYS[3], tonumber(ARGV[2]))

@@ -38,14 +38,14 @@ func (s seen) info(key string, waiters int) driver.LockInfo {
 	}
 	// The owner value is the owner id, a space and the label: the id is the
 	// capability to release the lock and is never shown.
-	_, label, _ := strings.Cut(s.holder, " ")
+	_, label, _ := strings.Cut(ownerValue(s.holder), " ")
 	return driver.LockInfo{Key: key, Held: true, Label: label, Token: s.token, Granted: s.granted,
 		TTL: s.pttl, Waiters: waiters, Value: s.value}
 }
 
 // inspectKeys are inspect.lua's keys.
 func (n names) inspectKeys() []string {
-	return []string{n.lock, n.fence, n.info, n.queue, n.deadlines, n.sem, n.sinfo}
+	return []string{n.lock, n.fence, n.queue, n.deadlines, n.sem, n.sinfo}
 }
 
 // readSeen parses inspect.lua's reply.
@@ -77,7 +77,7 @@ func readSeen(v any, err error) (seen, error) {
 }
 
 // Inspect implements driver.Inspector: inspect.lua reads the lock, its
-// fence, info and queue in one step, so the view is consistent.
+// fence and queue in one step, so the view is consistent.
 func (b *backend) Inspect(ctx context.Context, key string) (_ driver.LockInfo, err error) {
 	defer refusedTo(&err)
 	n := b.names(key)

@@ -16,11 +16,10 @@ const DefaultPrefix = "locker:"
 // names are the Redis names of one lock.
 type names struct {
 	tag       string // the encoded key: the hash tag of every name below
-	lock      string // holds the owner value while held; expires with the TTL
+	lock      string // holds the owner value, grant time and published value while held (take.lua); expires with the TTL
 	fence     string // the last fencing token; never expires, never deleted
 	queue     string // the waiters, by arrival (sorted set); expires when abandoned
 	deadlines string // waiter id -> when its entry is stale (hash); expires likewise
-	info      string // grant time and published value (string); lives as long as the lock
 	events    string // the channel the scripts signal the lock's changes on (queue.lua: signal)
 	sem       string // an N-permit lock's permits (sorted set, permits.lua); live as long as the last
 	sinfo     string // their grant times and tokens (hash); likewise
@@ -38,8 +37,8 @@ func (b *base) names(key string) names {
 	tag := encodeKey(key)
 	p := b.prefix + "{" + tag + "}"
 	// The names are slices of one string: every acquisition needs them,
-	// and one allocation costs less than eight.
-	all := p + ":lock" + p + ":fence" + p + ":q" + p + ":qd" + p + ":info" + p + ":ev" + p + ":sem" + p + ":si"
+	// and one allocation costs less than seven.
+	all := p + ":lock" + p + ":fence" + p + ":q" + p + ":qd" + p + ":ev" + p + ":sem" + p + ":si"
 	cut := func(suffix string) (name string) {
 		name, all = all[:len(p)+len(suffix)], all[len(p)+len(suffix):]
 		return name
@@ -49,7 +48,6 @@ func (b *base) names(key string) names {
 	n.fence = cut(":fence")
 	n.queue = cut(":q")
 	n.deadlines = cut(":qd")
-	n.info = cut(":info")
 	n.events = cut(":ev")
 	n.sem = cut(":sem")
 	n.sinfo = cut(":si")

@@ -92,7 +92,7 @@ func TestNames(t *testing.T) {
 	b := base{prefix: "p:"}
 	got := b.names("a/b")
 	want := names{tag: "YS9i", lock: "p:{YS9i}:lock", fence: "p:{YS9i}:fence", queue: "p:{YS9i}:q", deadlines: "p:{YS9i}:qd",
-		info: "p:{YS9i}:info", events: "p:{YS9i}:ev", sem: "p:{YS9i}:sem", sinfo: "p:{YS9i}:si"}
+		events: "p:{YS9i}:ev", sem: "p:{YS9i}:sem", sinfo: "p:{YS9i}:si"}
 	if got != want {
 		t.Fatalf("names(%q) = %+v, want %+v", "a/b", got, want)
 	}

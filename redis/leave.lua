@@ -1,6 +1,7 @@
 -- leave.lua: a waiter that gave up leaves the queue; if it was the head and
 -- the lock (or a permit) is free, it may have been woken for it, so the next live waiter
--- is woken instead. (queue.lua comes first.)
+-- is woken instead. (clock.lua, queue.lua and
+-- waiting.lua come first.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the waiter queue

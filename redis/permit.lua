@@ -1,6 +1,7 @@
 -- permit.lua: take one permit of an N-permit lock and hand out its fencing
 -- token, atomically; or, for a waiter, keep its place in the lock's queue.
--- (queue.lua and permits.lua come first.)
+-- (clock.lua, signal.lua, take.lua, queue.lua, waiting.lua and permits.lua
+-- come first.)
 --
 -- KEYS[1]  the lock key (holds '#' and N while any permit is held)
 -- KEYS[2]  the fence key (shared by every permit: tokens of all permits
@@ -18,7 +19,8 @@
 -- Returns the token (an integer) when a permit is now held by ARGV[1];
 -- {0, ms} when all N are held, ms until the first of them expires; {-1, M}
 -- when the key is in use with another limit, M (1: a plain lock).
-local us = now_us()
+local now_s = time_us()
+local us = tonumber(now_s)
 local now = now_ms(us)
 local mark = '#' .. ARGV[3]
 local held = redis.call('GET', KEYS[1])
@@ -42,8 +44,9 @@ else
   end
 end
 if not r then
-  r = advance(KEYS[2], us)
-  redis.call('HSET', KEYS[4], ARGV[1], string.format('%.0f %.0f', us, r))
+  local token = advance(KEYS[2], now_s)
+  redis.call('HSET', KEYS[4], ARGV[1], now_s .. ' ' .. token)
+  r = tonumber(token)
   signal(KEYS[1], 'granted')
 end
 if type(r) == 'table' then

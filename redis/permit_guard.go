@@ -14,7 +14,7 @@ import (
 //go:embed permit_guard.lua
 var permitGuardLua string
 
-var permitGuardScript = goredis.NewScript(queueLua + permitGuardLua)
+var permitGuardScript = goredis.NewScript(clockLua + permitGuardLua)
 
 // PermitGuard writes a value only from a permit (or lock) that Redis still
 // holds, for Lockers made by New (a server, Sentinel or Cluster; not

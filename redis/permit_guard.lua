@@ -1,6 +1,6 @@
 -- permit_guard.lua: write a value only if the permit (or lock) that was
 -- granted a token is still held, checked and written in one step.
--- (queue.lua comes first, for now_us.)
+-- (clock.lua comes first, for time_us.)
 --
 -- KEYS[1]  the lock key ('#' and N for an N-permit lock, else the owner)
 -- KEYS[2]  the fence key (the last token granted)
@@ -19,7 +19,7 @@ local ok = false
 if c == '#' then
   -- A permit is held while its entry has not expired by the server's
   -- clock: an expired entry stays until a script reclaims it.
-  local now = math.floor(now_us() / 1000)
+  local now = math.floor(tonumber(time_us()) / 1000)
   local info = redis.call('HGETALL', KEYS[4])
   for i = 1, #info, 2 do
     if string.match(info[i + 1], ' (%d+)$') == ARGV[1] then

@@ -1,5 +1,5 @@
 -- permit_refresh.lua: extend a permit, only if it is still held by the
--- caller, never to end before its minimum hold. (queue.lua and permits.lua
+-- caller, never to end before its minimum hold. (clock.lua and permits.lua
 -- come first.)
 --
 -- KEYS[1]  the lock key, KEYS[2] the permits, KEYS[3] their info
@@ -8,7 +8,7 @@
 -- ARGV[3]  the minimum hold in ms, or "" for none
 --
 -- Returns 1 when extended, 0 when the permit is gone.
-local now = now_ms(now_us())
+local now = now_ms(tonumber(time_us()))
 local held = redis.call('GET', KEYS[1])
 local score = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0')
 if score <= now or not held or string.sub(held, 1, 1) ~= '#' then return 0 end

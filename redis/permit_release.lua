@@ -1,7 +1,7 @@
 -- permit_release.lua: give a permit up, only if it is still held by the
 -- caller, and wake the first live waiter of the lock's queue; inside its
--- minimum hold, leave it held until the hold ends. (queue.lua and
--- permits.lua come first.)
+-- minimum hold, leave it held until the hold ends. (clock.lua, signal.lua,
+-- queue.lua and permits.lua come first.)
 --
 -- KEYS[1]  the lock key, KEYS[2] the waiter queue, KEYS[3] the waiters'
 --          deadlines, KEYS[4] the permits, KEYS[5] their info, KEYS[6] the
@@ -13,7 +13,7 @@
 --
 -- Returns 1 when released (or left to its minimum hold), 0 when the permit
 -- is gone.
-local now = now_ms(now_us())
+local now = now_ms(tonumber(time_us()))
 local held = redis.call('GET', KEYS[1])
 local score = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[1]) or '0')
 -- Without its '#' key (deleted by FLUSHALL, evicted) a permit is gone too.

@@ -1,4 +1,4 @@
--- permits.lua: the functions the N-permit scripts share (after queue.lua).
+-- permits.lua: the functions the N-permit scripts share (after clock.lua).
 --
 -- An N-permit lock keeps, in the lock's hash slot: the lock key holding '#'
 -- and N (the limit, stored with the key: a plain lock's SET NX fails on

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,13 +48,17 @@ func (b *base) subscriber(c goredis.UniversalClient) *subscriber {
 
 // acquireArgs are acquire.lua's keys and arguments for one attempt of req;
 // waiter is "" for an attempt that does not queue, which touches neither
-// the queue nor the wake-up channels, and so names only the lock, fence and
-// info keys and sends three arguments: it is the uncontended path.
+// the queue nor the wake-up channels, and so names only the lock and fence
+// keys and sends two arguments (three with a published value): it is the
+// uncontended path.
 func (b *base) acquireArgs(n names, req *driver.Request, val string, waiter string) ([]string, []any) {
-	if waiter == "" {
-		return []string{n.lock, n.fence, n.info}, []any{val, serverTTL(req), req.Value}
+	switch {
+	case waiter == "" && req.Value == "":
+		return []string{n.lock, n.fence}, []any{val, serverTTL(req)}
+	case waiter == "":
+		return []string{n.lock, n.fence}, []any{val, serverTTL(req), req.Value}
 	}
-	return []string{n.lock, n.fence, n.info, n.queue, n.deadlines},
+	return []string{n.lock, n.fence, n.queue, n.deadlines},
 		[]any{val, serverTTL(req), req.Value, b.wakeArg, waiter, staleAfter(req.TTL)}
 }
 
@@ -69,16 +74,30 @@ func (b *base) heartbeatArgs(n names, req *driver.Request, val string, waiter st
 
 // queueKeys are the keys of release.lua (an array: a held lock keeps them,
 // and its release slices them without allocating).
-func (n names) queueKeys() [5]string { return [5]string{n.lock, n.queue, n.deadlines, n.fence, n.info} }
+func (n names) queueKeys() [4]string { return [4]string{n.lock, n.queue, n.deadlines, n.fence} }
 
 // RoundTTL implements driver.TTLRounder: PX counts whole milliseconds.
 func (b *base) RoundTTL(ttl time.Duration) (time.Duration, error) { return roundTTL(ttl) }
 
-// value is what a lock key holds: the owner id, which refresh and release
-// compare, and the label, for inspection. The published value
-// (req.Value) is kept apart, in the lock's info: Publish replaces it while
-// refresh and release go on comparing this.
-func value(req *driver.Request) string { return req.Owner.String() + " " + req.Label }
+// value is the owner value a lock key starts with, framed (take.lua): the
+// owner id, which refresh and release compare, and the label, for
+// inspection, after their length and a colon. The grant time and the
+// published value (req.Value) follow it in the key: Publish replaces the
+// value while refresh and release go on comparing this prefix.
+func value(req *driver.Request) string {
+	// The id is 32 hex digits: the length is known before the string is made.
+	return strconv.Itoa(len(req.Label)+33) + ":" + req.Owner.String() + " " + req.Label
+}
+
+// ownerValue is the owner value in a holder as the scripts report it:
+// without its frame, or all of it when it has none.
+func ownerValue(holder string) string {
+	n, rest, ok := strings.Cut(holder, ":")
+	if l, err := strconv.Atoi(n); ok && err == nil && l == len(rest) {
+		return rest
+	}
+	return holder
+}
 
 // backend is the single-deployment backend.
 type backend struct {
@@ -132,7 +151,10 @@ func (b *backend) attempt(ctx context.Context, req *driver.Request, n names, wai
 		}
 		return nil, time.Duration(x) * time.Millisecond, nil
 	}
-	return &lock{b: b, keys: n.queueKeys(), val: val, token: uint64(x), start: start, minHold: holdArg(req)}, 0, nil
+	// The owner value and the token as the request boxed them and the reply
+	// brought it (in decimal, as the fence holds it): the lock's scripts
+	// send them as they are, boxing nothing again.
+	return &lock{b: b, keys: n.queueKeys(), val: args[0], token: uint64(x), tokenArg: v, start: start, minHold: holdArg(req)}, 0, nil
 }
 
 // outcomeUnknown reports whether a failed request may have run on the
@@ -288,11 +310,12 @@ func (b *backend) Close() error {
 
 // lock is a lock held on one deployment.
 type lock struct {
-	b     *backend
-	keys  [5]string // queueKeys: keys[0] is the lock, keys[4] its info
-	val   string
-	token uint64
-	start time.Time
+	b        *backend
+	keys     [4]string // queueKeys: keys[0] is the lock
+	val      any       // the owner value (a string)
+	token    uint64
+	tokenArg any // token in decimal (a string), for release.lua
+	start    time.Time
 	// minHold is the minimum hold in ms for refresh.lua and release.lua,
 	// or nil for none: then they run exactly as without the ability.
 	minHold any
@@ -308,7 +331,7 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 	if l.minHold != nil {
 		args = append(args, l.minHold)
 	}
-	n, err := refreshScript.Run(ctx, l.b.client, []string{l.keys[0], l.keys[4]}, args...).Int64()
+	n, err := refreshScript.Run(ctx, l.b.client, l.keys[:1], args...).Int64()
 	if err != nil {
 		return err
 	}
@@ -318,21 +341,22 @@ func (l *lock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 	return nil
 }
 
+// release runs release.lua once.
+func (l *lock) release(ctx context.Context) (int64, error) {
+	if l.minHold != nil {
+		return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.tokenArg, "", l.minHold).Int64()
+	}
+	return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.tokenArg).Int64()
+}
+
 // Release deletes the lock. It is safe to repeat (release.lua knows its own
 // release again by the token in the fence), so a release whose outcome is
 // unknown is settled by running it again.
 func (l *lock) Release(ctx context.Context) (err error) {
 	defer refusedTo(&err)
-	run := func(ctx context.Context) (int64, error) {
-		// The token as the fence holds it: go-redis writes it in decimal.
-		if l.minHold != nil {
-			return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.token, "", l.minHold).Int64()
-		}
-		return releaseScript.Run(ctx, l.b.client, l.keys[:], l.val, l.b.wakeArg, l.token).Int64()
-	}
-	n, err := run(ctx)
+	n, err := l.release(ctx)
 	if err != nil && outcomeUnknown(err) {
-		n, err = settle(ctx, run)
+		n, err = settle(ctx, l.release)
 	}
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ func NewRedlock(clients []goredis.UniversalClient, opts ...locker.Option) (locke
 // propose the same token and the round needs no write-back: an uncontended
 // acquire is one round trip to every master, not two. A round that queues a
 // waiter runs acquire.lua, whose proposals differ, and writes back.
-var grantScript = goredis.NewScript(queueLua + grantLua)
+var grantScript = goredis.NewScript(grantLib + grantLua)
 
 //go:embed grant.lua
 var grantLua string
@@ -267,7 +267,7 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	req, n, val := a.req, a.n, a.val
 	timeout := r.timeout(req.TTL)
 	res := make([]nodeResult, len(r.nodes))
-	script, keys, args := grantScript, []string{n.lock, n.fence, n.info}, []any{val, serverTTL(req), req.Value, time.Now().Add(hintMargin).UnixMicro()}
+	script, keys, args := grantScript, []string{n.lock, n.fence}, []any{val, serverTTL(req), req.Value, time.Now().Add(hintMargin).UnixMicro()}
 	if waiter != "" {
 		script = acquireScript
 		keys, args = r.acquireArgs(n, req, val, waiter)
@@ -734,9 +734,9 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 	return err
 }
 
-// onHolders runs script (refresh.lua, publish.lua: keys the lock and its
-// info, arguments the owner value and arg; 1 when done, 0 when the lock is
-// not the caller's) on every master. It succeeds when a majority did it,
+// onHolders runs script (refresh.lua, publish.lua: key the lock,
+// arguments the owner value and arg; 1 when done, 0 when the lock is not
+// the caller's) on every master. It succeeds when a majority did it,
 // reports ErrLeaseLost when no majority holds the lock for this owner any
 // more, and otherwise an error saying what the masters answered.
 func (l *rlock) onHolders(ctx context.Context, done string, timeout time.Duration, script *goredis.Script, args ...any) error {
@@ -745,7 +745,7 @@ func (l *rlock) onHolders(ctx context.Context, done string, timeout time.Duratio
 	var ok, lost int
 	var errs []error
 	l.r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
-		x, err := script.Run(ctx, c, []string{l.n.lock, l.n.info}, args...).Int64()
+		x, err := script.Run(ctx, c, []string{l.n.lock}, args...).Int64()
 		mu.Lock()
 		defer mu.Unlock()
 		switch {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -178,18 +178,10 @@ func keyNames(prefix, key string) (lock, fence string) {
 // acquire round would have, with a PX of px, and returns the token.
 func plantGrant(t testing.TB, ctx context.Context, addr, prefix, key, owner string, px time.Duration) int64 {
 	t.Helper()
-	var src []byte
-	for _, f := range []string{"queue.lua", "acquire.lua"} { // as scripts.go joins them
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src = append(src, b...)
-	}
 	lock, fence := keyNames(prefix, key)
-	q := strings.TrimSuffix(lock, ":lock")
-	v, err := goredis.NewScript(string(src)).Run(ctx, direct(t, addr), []string{lock, fence, q + ":info"},
-		owner+" planted", px.Milliseconds(), "").Int64()
+	val := owner + " planted"
+	v, err := redis.AcquireScript.Run(ctx, direct(t, addr), []string{lock, fence},
+		fmt.Sprintf("%d:%s", len(val), val), px.Milliseconds(), "").Int64()
 	if err != nil || v < 1 { // a grant replies with its token
 		t.Fatalf("planting %s on %s: %v %v", owner, addr, v, err)
 	}

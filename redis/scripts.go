@@ -13,12 +13,23 @@ import (
 
 // The server-side scripts, one per operation, so that every operation is one
 // EVALSHA round trip (go-redis falls back to EVAL once when a server has not
-// cached a script yet).
+// cached a script yet). Each is assembled from the libraries it uses and no
+// more: a library function costs a closure on every run of the script.
 var (
+	//go:embed clock.lua
+	clockLua string
+	//go:embed signal.lua
+	signalLua string
+	//go:embed take.lua
+	takeLua string
 	//go:embed queue.lua
 	queueLua string
+	//go:embed waiting.lua
+	waitingLua string
 	//go:embed acquire.lua
 	acquireLua string
+	//go:embed acquire_wait.lua
+	acquireWaitLua string
 	//go:embed refresh.lua
 	refreshLua string
 	//go:embed release.lua
@@ -44,22 +55,22 @@ var (
 	//go:embed permit_refresh.lua
 	permitRefreshLua string
 
-	// The scripts that grant, signal or touch the waiter queue share
-	// queue.lua's functions.
-	acquireScript = goredis.NewScript(queueLua + acquireLua)
-	releaseScript = goredis.NewScript(queueLua + releaseLua)
-	leaveScript   = goredis.NewScript(queueLua + leaveLua)
-	beatScript    = goredis.NewScript(queueLua + heartbeatLua)
-	inspectScript = goredis.NewScript(queueLua + inspectLua)
-	publishScript = goredis.NewScript(queueLua + publishLua)
+	// grantLib is what takes a lock: the clock, the signal and the grant.
+	grantLib = clockLua + signalLua + takeLua
+
+	acquireScript = goredis.NewScript(grantLib + acquireLua + queueLua + waitingLua + acquireWaitLua)
+	releaseScript = goredis.NewScript(clockLua + signalLua + queueLua + releaseLua)
+	leaveScript   = goredis.NewScript(clockLua + queueLua + waitingLua + leaveLua)
+	beatScript    = goredis.NewScript(clockLua + queueLua + waitingLua + heartbeatLua)
+	inspectScript = goredis.NewScript(clockLua + inspectLua)
+	publishScript = goredis.NewScript(signalLua + publishLua)
 	refreshScript = goredis.NewScript(refreshLua)
 	fenceScript   = goredis.NewScript(fenceLua)
 	guardScript   = goredis.NewScript(guardLua)
 
-	// The N-permit scripts share permits.lua's functions too.
-	permitScript        = goredis.NewScript(queueLua + permitsLua + permitLua)
-	permitReleaseScript = goredis.NewScript(queueLua + permitsLua + permitReleaseLua)
-	permitRefreshScript = goredis.NewScript(queueLua + permitsLua + permitRefreshLua)
+	permitScript        = goredis.NewScript(grantLib + queueLua + waitingLua + permitsLua + permitLua)
+	permitReleaseScript = goredis.NewScript(clockLua + signalLua + queueLua + permitsLua + permitReleaseLua)
+	permitRefreshScript = goredis.NewScript(clockLua + permitsLua + permitRefreshLua)
 )
 
 // ttlMillis is the TTL as sent to PX/PEXPIRE. RoundTTL has already made it a
@@ -87,13 +98,17 @@ func roundTTL(ttl time.Duration) (time.Duration, error) {
 	return r, nil
 }
 
-// pair reads acquire.lua's reply: a token (an integer) for a grant, or
+// pair reads acquire.lua's reply: a token (in decimal) for a grant, or
 // {0, pttl, holder} for a refusal.
 func pair(v any, err error) (ok bool, n int64, _ error) {
 	if err != nil {
 		return false, 0, err
 	}
-	if token, isInt := v.(int64); isInt {
+	if s, isStr := v.(string); isStr {
+		token, perr := strconv.ParseInt(s, 10, 64)
+		if perr != nil || token <= 0 {
+			return false, 0, fmt.Errorf("redis: unexpected script reply %q", s)
+		}
 		return true, token, nil
 	}
 	a, isSlice := v.([]any)

@@ -233,7 +233,7 @@ func (b *backend) Publish(ctx context.Context, dl driver.Lock, value string) (er
 	if !ok || l.b != b {
 		return fmt.Errorf("redis: publish: %w", errForeignLock)
 	}
-	n, err := publishScript.Run(ctx, b.client, []string{l.keys[0], l.keys[4]}, l.val, value).Int64()
+	n, err := publishScript.Run(ctx, b.client, l.keys[:1], l.val, value).Int64()
 	if err != nil {
 		return err
 	}
