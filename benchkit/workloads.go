@@ -76,7 +76,9 @@ func uncontended(ctx context.Context, s *Subject, key string, n int, p *Progress
 // grant: nobody is cancelled, so libraries without context support stop as
 // cleanly as the others. The time of those last grants is not counted: the
 // run's elapsed time ends at the n-th grant.
-func handoff(ctx context.Context, s *Subject, key string, w, n int, p *Progress) (*Result, error) {
+//
+// Waiter i locks through ms[i % len(ms)]: one Mutex, or one per Locker.
+func handoff(ctx context.Context, ms []Mutex, key string, w, n int, p *Progress) (*Result, error) {
 	base := time.Now()
 	var (
 		remaining   atomic.Int64
@@ -91,6 +93,7 @@ func handoff(ctx context.Context, s *Subject, key string, w, n int, p *Progress)
 	lastHolder.Store(-1)
 	start := make(chan struct{})
 	for me := range w {
+		m := ms[me%len(ms)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -98,7 +101,7 @@ func handoff(ctx context.Context, s *Subject, key string, w, n int, p *Progress)
 			var mine []time.Duration
 			defer lat.add(&mine)
 			for {
-				release, err := s.Mutex.Lock(ctx, key)
+				release, err := m.Lock(ctx, key)
 				if err != nil {
 					errs.add(err)
 					return
