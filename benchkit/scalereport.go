@@ -7,7 +7,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -32,7 +34,7 @@ type ScaleReport struct {
 // ScaleTables returns one table per curve, in the order the curves run;
 // curves without points are left out.
 func ScaleTables(pts []*ScalePoint) []Table {
-	held := Table{{"held N", "backend", "heap/lease", "goroutines/lease", "server/lock", "refresh/s", "acquire p50", "p99", "taken/s", "errors"}}
+	held := Table{{"held N", "backend", "heap/lease", "goroutines/lease", "server/lock", "server counts/lock", "refresh/s", "acquire p50", "p99", "taken/s", "errors"}}
 	wait := Table{{"waiters W", "backend", "Lockers", "handoff p50", "p99", "handoffs/s", "server CPU/handoff", "errors"}}
 	lock := Table{{"Lockers L", "backend", "ops/s", "p50", "p99", "server CPU/op", "errors"}}
 	for _, p := range pts {
@@ -53,7 +55,7 @@ func ScaleTables(pts []*ScalePoint) []Table {
 		switch p.Curve {
 		case "held":
 			held = append(held, []string{x, p.Target, fmtBytes(p.HeapPerLease), fmt.Sprintf("%.2f", p.GoroutinesPerLease),
-				fmtBytes(p.ServerPerLock), fmt.Sprintf("%.0f", p.RefreshPerSec), FmtDuration(p.P50), FmtDuration(p.P99),
+				fmtBytes(p.ServerPerLock), fmtDetail(p.DetailPerLock), fmt.Sprintf("%.0f", p.RefreshPerSec), FmtDuration(p.P50), FmtDuration(p.P99),
 				fmt.Sprintf("%.0f", p.OpsPerSec), errs})
 		case "waiters", "waiters-spread":
 			wait = append(wait, []string{x, p.Target, fmt.Sprint(p.Lockers), FmtDuration(p.P50), FmtDuration(p.P99), fmt.Sprintf("%.0f", p.OpsPerSec), fmtCPU(p.CPUPerOp), errs})
@@ -86,6 +88,20 @@ func fmtBytes(v float64) string {
 	default:
 		return fmt.Sprintf("%.0f B", v)
 	}
+}
+
+// fmtDetail lists a point's server counts per lock, by name.
+func fmtDetail(d map[string]float64) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		if d[k] != 0 {
+			out = append(out, fmt.Sprintf("%s %.2f", k, d[k]))
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ", ")
 }
 
 func fmtCPU(s float64) string {
@@ -180,6 +196,19 @@ func ScaleGrowth(pts []*ScalePoint) Table {
 				r = fmt.Sprintf("%.2f", f.get(b)/f.get(a))
 			}
 			t = append(t, []string{target, f.what, fmt.Sprint(a.X), fmt.Sprint(b.X), f.show(f.get(a)), f.show(f.get(b)), r})
+		}
+		if a, b, ok := ends(curve(pts, target, "held")); ok {
+			for _, k := range slices.Sorted(maps.Keys(b.DetailPerLock)) {
+				x, y := a.DetailPerLock[k], b.DetailPerLock[k]
+				if x == 0 && y == 0 {
+					continue
+				}
+				r := "-"
+				if x > 0 {
+					r = fmt.Sprintf("%.2f", y/x)
+				}
+				t = append(t, []string{target, "server " + k + " per lock (N)", fmt.Sprint(a.X), fmt.Sprint(b.X), fmt.Sprintf("%.2f", x), fmt.Sprintf("%.2f", y), r})
+			}
 		}
 	}
 	return t

@@ -110,6 +110,9 @@ func (a *app) scaleTarget(ctx context.Context, raw string) (*benchkit.ScaleTarge
 		}); err != nil && ok {
 			n, err = b.ConnBudget(ctx)
 		}
+		if p, err2 := strconv.Atoi(q.Get("pool_max_conns")); err2 == nil && (err != nil || p < n) {
+			n, err = p, nil // the budget is never more than the pool
+		}
 		if err == nil {
 			// One connection left for the acquisitions timed beside
 			// the held leases.
