@@ -138,6 +138,7 @@ type ScalePoint struct {
 
 	// Held curve.
 	HeapPerLease       float64            `json:"heap_per_lease_bytes,omitempty"`
+	StackPerLease      float64            `json:"stack_per_lease_bytes,omitempty"` // goroutine stacks
 	GoroutinesPerLease float64            `json:"goroutines_per_lease,omitempty"`
 	ServerPerLock      float64            `json:"server_bytes_per_lock,omitempty"`
 	ServerWhat         string             `json:"server_measure,omitempty"`
@@ -190,14 +191,14 @@ func sum(ns []int) int {
 	return s
 }
 
-// clientState is the process's live heap (after a full collection) and
-// goroutines.
-func clientState() (heap uint64, goroutines int) {
+// clientState is the process's live heap (after a full collection),
+// goroutine stacks and goroutines.
+func clientState() (heap, stacks uint64, goroutines int) {
 	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapAlloc, runtime.NumGoroutine()
+	return m.HeapAlloc, m.StackInuse, runtime.NumGoroutine()
 }
 
 // refreshCounter counts the refreshes a Locker made, through its
@@ -271,7 +272,7 @@ func heldCurve(ctx context.Context, c *ScaleConfig, t *ScaleTarget, prefix strin
 }
 
 func heldPoint(ctx context.Context, c *ScaleConfig, t *ScaleTarget, l locker.Locker, rc *refreshCounter, opts []locker.Option, prefix string, pt *ScalePoint, p *Progress) error {
-	heap0, g0 := clientState()
+	heap0, stack0, g0 := clientState()
 	srv0, haveSrv := t.sample(ctx)
 	var errs errorCount
 	leases := make([]locker.Lease, pt.X)
@@ -311,9 +312,10 @@ func heldPoint(ctx context.Context, c *ScaleConfig, t *ScaleTarget, l locker.Loc
 		pt.Errors, pt.FirstError = int(errs.n.Load()), errs.first.Error()
 		return fmt.Errorf("%d acquisitions failed; first: %w", pt.Errors, errs.first)
 	}
-	heap1, g1 := clientState()
+	heap1, stack1, g1 := clientState()
 	n := float64(pt.X)
 	pt.HeapPerLease = (float64(heap1) - float64(heap0)) / n
+	pt.StackPerLease = (float64(stack1) - float64(stack0)) / n
 	pt.GoroutinesPerLease = float64(g1-g0) / n
 
 	// Refreshes while the N leases are held and nothing else happens.
