@@ -307,7 +307,7 @@ func heldPoint(ctx context.Context, c *ScaleConfig, t *ScaleTarget, l locker.Loc
 	}
 	wg.Wait()
 	pt.OpsPerSec = float64(pt.X) / time.Since(t0).Seconds()
-	defer releaseAll(leases)
+	defer func() { _, _ = releaseAll(leases) }()
 	if errs.n.Load() > 0 {
 		pt.Errors, pt.FirstError = int(errs.n.Load()), errs.first.Error()
 		return fmt.Errorf("%d acquisitions failed; first: %w", pt.Errors, errs.first)
@@ -343,19 +343,20 @@ func heldPoint(ctx context.Context, c *ScaleConfig, t *ScaleTarget, l locker.Loc
 	s := r.Summary()
 	pt.P50, pt.P99 = s.P50, s.P99
 	// Leases lost while held show as failed releases.
-	if lost := releaseAll(leases); lost > 0 {
-		pt.Errors = lost
-		pt.FirstError = "leases lost while held (their release failed)"
-		return fmt.Errorf("%d of %d held leases lost", lost, pt.X)
+	if lost, first := releaseAll(leases); lost > 0 {
+		pt.Errors, pt.FirstError = lost, first.Error()
+		return fmt.Errorf("%d of %d held leases lost; first: %w", lost, pt.X, first)
 	}
 	return nil
 }
 
 // releaseAll releases the leases still held, several at once, and returns
-// how many releases failed; it clears the slice so a second call is a no-op.
-func releaseAll(leases []locker.Lease) int {
+// how many releases failed and the first lease's error (its loss, for a
+// lost lease); it clears the slice so a second call is a no-op.
+func releaseAll(leases []locker.Lease) (int, error) {
 	var failed sync.Mutex
 	n := 0
+	var first error
 	var wg sync.WaitGroup
 	ch := make(chan locker.Lease)
 	for range min(64, len(leases)) {
@@ -366,7 +367,9 @@ func releaseAll(leases []locker.Lease) int {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				if err := l.Release(ctx); err != nil {
 					failed.Lock()
-					n++
+					if n++; first == nil {
+						first = errors.Join(l.Err(), err)
+					}
 					failed.Unlock()
 				}
 				cancel()
@@ -381,7 +384,7 @@ func releaseAll(leases []locker.Lease) int {
 	}
 	close(ch)
 	wg.Wait()
-	return n
+	return n, first
 }
 
 // openMany opens n Lockers of t, closing them all if one fails.
