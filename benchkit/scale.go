@@ -527,25 +527,16 @@ func distinct(ctx context.Context, ms []Mutex, prefix string, n int, p *Progress
 			mine := make([]time.Duration, 0, n)
 			defer lat.add(&mine)
 			for k := range n {
-				op := time.Now()
-				release, err := m.Lock(ctx, fmt.Sprintf("%s%d/%d", prefix, i, k))
-				if err == nil {
-					err = release(ctx)
-				}
+				d, err := timedPair(ctx, m, fmt.Sprintf("%s%d/%d", prefix, i, k))
 				if err != nil {
 					errs.add(err)
 					return
 				}
-				mine = append(mine, time.Since(op))
+				mine = append(mine, d)
 				p.add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	r := &Result{Ops: len(lat.all), Elapsed: time.Since(t0), samples: lat.all}
-	errs.fill(r)
-	if r.Errors > 0 {
-		return r, fmt.Errorf("%d of %d operations failed; first error: %s", r.Errors, n*len(ms), r.FirstError)
-	}
-	return r, nil
+	return pairsResult(&lat, &errs, t0, n*len(ms))
 }

@@ -2,12 +2,10 @@ package benchkit
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -271,14 +269,7 @@ func (r *ScaleReport) Write(dir string) error {
 		return err
 	}
 	r.Charts = cs
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "scale.json"), append(js, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), r.Markdown(), 0o644)
+	return writeFiles(dir, "scale.json", r, r.Markdown())
 }
 
 // Markdown renders the report.

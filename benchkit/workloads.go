@@ -186,25 +186,37 @@ func manyKeys(ctx context.Context, s *Subject, prefix string, workers, keys, n i
 				if inOrder {
 					k = int(i) % keys
 				}
-				op := time.Now()
-				release, err := s.Mutex.Lock(ctx, names[k])
-				if err == nil {
-					err = release(ctx)
-				}
+				d, err := timedPair(ctx, s.Mutex, names[k])
 				if err != nil {
 					errs.add(err)
 					return
 				}
-				mine = append(mine, time.Since(op))
+				mine = append(mine, d)
 				p.add(1)
 			}
 		}()
 	}
 	wg.Wait()
+	return pairsResult(&lat, &errs, t0, n)
+}
+
+// timedPair acquires and releases key through m and returns how long the
+// pair took.
+func timedPair(ctx context.Context, m Mutex, key string) (time.Duration, error) {
+	op := time.Now()
+	release, err := m.Lock(ctx, key)
+	if err == nil {
+		err = release(ctx)
+	}
+	return time.Since(op), err
+}
+
+// pairsResult is the result of a run of want pairs started at t0.
+func pairsResult(lat *latencies, errs *errorCount, t0 time.Time, want int) (*Result, error) {
 	r := &Result{Ops: len(lat.all), Elapsed: time.Since(t0), samples: lat.all}
 	errs.fill(r)
 	if r.Errors > 0 {
-		return r, fmt.Errorf("%d of %d operations failed; first error: %s", r.Errors, n, r.FirstError)
+		return r, fmt.Errorf("%d of %d operations failed; first error: %s", r.Errors, want, r.FirstError)
 	}
 	return r, nil
 }
