@@ -61,7 +61,9 @@ func NewScaleConfig() *ScaleConfig {
 func (c *ScaleConfig) Quick() {
 	c.Held, c.Waiters, c.Spread, c.Lockers = []int{10, 100}, []int{1, 10}, 4, []int{1, 4}
 	c.Probe, c.Handoffs, c.Ops = 30, 20, 20
-	c.TTL, c.Window = time.Second, time.Second
+	// A refresh may take a third of the TTL: 1.7 s leaves room for a
+	// loaded CI machine under the race detector, where 333 ms did not.
+	c.TTL, c.Window = 5*time.Second, 2*time.Second
 }
 
 // Validate reports the first size that makes no sense.

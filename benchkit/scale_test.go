@@ -19,7 +19,7 @@ func memoryTarget(t *testing.T, budget int) *ScaleTarget {
 func TestScale_Memory_MeasuresEveryCurve(t *testing.T) {
 	c := NewScaleConfig()
 	c.Quick()
-	c.Window = 500 * time.Millisecond
+	c.TTL, c.Window = 1500*time.Millisecond, time.Second // a refresh every 500 ms
 	pts, err := Scale(context.Background(), c, []*ScaleTarget{memoryTarget(t, 0)}, nil)
 	if err != nil {
 		t.Fatal(err)
