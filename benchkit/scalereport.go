@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -260,7 +261,9 @@ func (r *ScaleReport) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	r.Machine.LoadEnd = loadAvg()
+	if r.Machine.LoadEnd == "" {
+		r.Machine.LoadEnd = loadAvg()
+	}
 	if r.Targets == nil {
 		r.Targets = ScaleTargets(r.Points)
 	}
@@ -337,10 +340,10 @@ func scaleCharts(dir string, pts []*ScalePoint) ([]Chart, error) {
 		p.Title.Text = "scale: " + m.title
 		p.X.Label.Text = m.x + " (log scale)"
 		p.Y.Label.Text = m.y
-		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, xTicks(pts, m.curves)
 		if !m.linearY {
 			p.Y.Label.Text += " (log scale)"
-			p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+			p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, labelledLogTicks{}
 		}
 		p.Legend.Left, p.Legend.Top = true, true
 		p.Add(plotter.NewGrid())
@@ -387,4 +390,47 @@ func scaleCharts(dir string, pts []*ScalePoint) ([]Chart, error) {
 		charts = append(charts, c)
 	}
 	return charts, nil
+}
+
+// xTicks labels the x axis at the sizes measured in the curves.
+func xTicks(pts []*ScalePoint, curves []string) plot.Ticker {
+	var ticks plot.ConstantTicks
+	seen := map[int]bool{}
+	for _, p := range pts {
+		if slices.Contains(curves, p.Curve) && !seen[p.X] {
+			seen[p.X] = true
+			ticks = append(ticks, plot.Tick{Value: float64(p.X), Label: fmt.Sprint(p.X)})
+		}
+	}
+	return ticks
+}
+
+// labelledLogTicks marks 1 … 9 of every decade and labels 1, 2 and 5, or
+// every mark when fewer than two of those fall on the axis, so that an axis
+// spanning less than a decade still has numbers on it.
+type labelledLogTicks struct{}
+
+func (labelledLogTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	labels := 0
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for m := 1.0; m <= 9; m++ {
+			v := m * math.Pow(10, e)
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+				labels++
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	if labels < 2 {
+		for i := range ticks {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'g', 3, 64)
+		}
+	}
+	return ticks
 }
