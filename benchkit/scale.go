@@ -146,6 +146,9 @@ type ScalePoint struct {
 	ServerWhat         string             `json:"server_measure,omitempty"`
 	DetailPerLock      map[string]float64 `json:"server_detail_per_lock,omitempty"`
 	RefreshPerSec      float64            `json:"refresh_per_sec,omitempty"`
+	// ClientCPU is the CPU this process used per second of wall time
+	// while the N leases were held and nothing else ran: their refreshes.
+	ClientCPU float64 `json:"client_cpu_per_sec,omitempty"`
 	// CPUPerOp is server CPU seconds per handoff (waiters) or pair
 	// (lockers); 0 when unknown.
 	CPUPerOp float64 `json:"server_cpu_per_op_s,omitempty"`
@@ -321,13 +324,15 @@ func heldPoint(ctx context.Context, c *ScaleConfig, t *ScaleTarget, l locker.Loc
 	pt.GoroutinesPerLease = float64(g1-g0) / n
 
 	// Refreshes while the N leases are held and nothing else happens.
-	r0, w0 := rc.count(ctx), time.Now()
+	r0, w0, cpu0 := rc.count(ctx), time.Now(), processCPU()
 	select {
 	case <-time.After(c.window()):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	pt.RefreshPerSec = float64(rc.count(ctx)-r0) / time.Since(w0).Seconds()
+	w := time.Since(w0).Seconds()
+	pt.RefreshPerSec = float64(rc.count(ctx)-r0) / w
+	pt.ClientCPU = (processCPU() - cpu0).Seconds() / w
 	if srv1, ok := t.sample(ctx); ok && haveSrv {
 		pt.ServerPerLock = (srv1.Memory - srv0.Memory) / n
 		pt.ServerWhat = srv1.MemoryWhat

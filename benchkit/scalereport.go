@@ -33,7 +33,7 @@ type ScaleReport struct {
 // ScaleTables returns one table per curve, in the order the curves run;
 // curves without points are left out.
 func ScaleTables(pts []*ScalePoint) []Table {
-	held := Table{{"held N", "backend", "heap/lease", "stack/lease", "goroutines/lease", "server/lock", "server counts/lock", "refresh/s", "acquire p50", "p99", "taken/s", "errors"}}
+	held := Table{{"held N", "backend", "heap/lease", "stack/lease", "goroutines/lease", "server/lock", "server counts/lock", "refresh/s", "client CPU", "acquire p50", "p99", "taken/s", "errors"}}
 	wait := Table{{"waiters W", "backend", "Lockers", "handoff p50", "p99", "handoffs/s", "server CPU/handoff", "errors"}}
 	lock := Table{{"Lockers L", "backend", "ops/s", "p50", "p99", "server CPU/op", "errors"}}
 	for _, p := range pts {
@@ -54,7 +54,7 @@ func ScaleTables(pts []*ScalePoint) []Table {
 		switch p.Curve {
 		case "held":
 			held = append(held, []string{x, p.Target, fmtBytes(p.HeapPerLease), fmtBytes(p.StackPerLease), fmt.Sprintf("%.2f", p.GoroutinesPerLease),
-				fmtBytes(p.ServerPerLock), fmtDetail(p.DetailPerLock), fmt.Sprintf("%.0f", p.RefreshPerSec), FmtDuration(p.P50), FmtDuration(p.P99),
+				fmtBytes(p.ServerPerLock), fmtDetail(p.DetailPerLock), fmt.Sprintf("%.0f", p.RefreshPerSec), fmt.Sprintf("%.1f%%", 100*p.ClientCPU), FmtDuration(p.P50), FmtDuration(p.P99),
 				fmt.Sprintf("%.0f", p.OpsPerSec), errs})
 		case "waiters", "waiters-spread":
 			wait = append(wait, []string{x, p.Target, fmt.Sprint(p.Lockers), FmtDuration(p.P50), FmtDuration(p.P99), fmt.Sprintf("%.0f", p.OpsPerSec), fmtCPU(p.CPUPerOp), errs})
@@ -179,6 +179,7 @@ func ScaleGrowth(pts []*ScalePoint) Table {
 			{"held", "goroutines per lease (N)", func(p *ScalePoint) float64 { return p.GoroutinesPerLease }, func(v float64) string { return fmt.Sprintf("%.2f", v) }},
 			{"held", "server memory per lock (N)", func(p *ScalePoint) float64 { return p.ServerPerLock }, fmtBytes},
 			{"held", "refreshes/s (N)", func(p *ScalePoint) float64 { return p.RefreshPerSec }, func(v float64) string { return fmt.Sprintf("%.0f", v) }},
+			{"held", "client CPU while holding N (share of one CPU)", func(p *ScalePoint) float64 { return p.ClientCPU }, func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }},
 			{"held", "acquire p50 beside N held", func(p *ScalePoint) float64 { return float64(p.P50) }, durf},
 			{"waiters", "handoff p50, one Locker (W)", func(p *ScalePoint) float64 { return float64(p.P50) }, durf},
 			{"waiters", "handoff p99, one Locker (W)", func(p *ScalePoint) float64 { return float64(p.P99) }, durf},
@@ -331,6 +332,7 @@ func scaleCharts(dir string, pts []*ScalePoint) ([]Chart, error) {
 		{[]string{"held"}, "goroutines-per-lease", "goroutines per held lease", "held leases N", "goroutines per lease", func(p *ScalePoint) float64 { return p.GoroutinesPerLease }, true},
 		{[]string{"held"}, "server-per-lock", "server memory per held lock", "held leases N", "bytes per lock", func(p *ScalePoint) float64 { return p.ServerPerLock }, false},
 		{[]string{"held"}, "refresh-rate", "refreshes per second while holding N", "held leases N", "refreshes/s", func(p *ScalePoint) float64 { return p.RefreshPerSec }, false},
+		{[]string{"held"}, "client-cpu", "client CPU while holding N (refreshes)", "held leases N", "CPU seconds per second", func(p *ScalePoint) float64 { return p.ClientCPU }, false},
 		{[]string{"held"}, "acquire-p50", "acquire+release p50 beside N held", "held leases N", "p50 (µs)", func(p *ScalePoint) float64 { return us(p.P50) }, false},
 		{[]string{"waiters", "waiters-spread"}, "handoff-p50", "handoff p50 against waiters", "waiters W", "p50 (µs)", func(p *ScalePoint) float64 { return us(p.P50) }, false},
 		{[]string{"waiters", "waiters-spread"}, "handoff-p99", "handoff p99 against waiters", "waiters W", "p99 (µs)", func(p *ScalePoint) float64 { return us(p.P99) }, false},
