@@ -498,6 +498,7 @@ func lockersCurve(ctx context.Context, c *ScaleConfig, t *ScaleTarget, prefix st
 		}
 		key := fmt.Sprintf("%slockers%d/", prefix, n)
 		if _, err := distinct(ctx, ms, key+"warm", 5, nil); err != nil {
+			fill(pt, nil, err)
 			errs = append(errs, fmt.Errorf("lockers %d (warm-up): %w", n, err))
 			continue
 		}
