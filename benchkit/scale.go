@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // The scale workload measures how cost grows with the work, in three
@@ -102,6 +100,11 @@ type ScaleTarget struct {
 	// Budget caps N and W where each held lease or waiter pins a server
 	// connection (PostgreSQL FOR UPDATE); 0 for no cap.
 	Budget int
+	// Refreshes, if set, returns an option for Open and a count of the
+	// refreshes made by the Lockers opened with it (lockctl reads the
+	// locker.refresh.duration histogram); without it refreshes are not
+	// counted.
+	Refreshes func() (locker.Option, func(context.Context) uint64)
 }
 
 // ServerStat samples a lock server's own accounting.
@@ -206,33 +209,6 @@ func clientState() (heap, stacks uint64, goroutines int) {
 	return m.HeapAlloc, m.StackInuse, runtime.NumGoroutine()
 }
 
-// refreshCounter counts the refreshes a Locker made, through its
-// locker.refresh.duration histogram.
-type refreshCounter struct{ r *sdkmetric.ManualReader }
-
-func newRefreshCounter() (*refreshCounter, locker.Option) {
-	r := sdkmetric.NewManualReader()
-	return &refreshCounter{r}, locker.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(r)))
-}
-
-func (rc *refreshCounter) count(ctx context.Context) uint64 {
-	var rm metricdata.ResourceMetrics
-	if err := rc.r.Collect(ctx, &rm); err != nil {
-		return 0
-	}
-	var n uint64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == "locker.refresh.duration" {
-				for _, dp := range h.DataPoints {
-					n += dp.Count
-				}
-			}
-		}
-	}
-	return n
-}
-
 // sample reads the target's server, or nothing without a probe.
 func (t *ScaleTarget) sample(ctx context.Context) (ServerSample, bool) {
 	if t.Stat == nil {
@@ -244,8 +220,14 @@ func (t *ScaleTarget) sample(ctx context.Context) (ServerSample, bool) {
 
 // heldCurve holds N leases at once for each N, growing.
 func heldCurve(ctx context.Context, c *ScaleConfig, t *ScaleTarget, prefix string, p *Progress) ([]*ScalePoint, error) {
-	rc, meter := newRefreshCounter()
-	l, err := t.Open(ctx, meter)
+	var openOpts []locker.Option
+	count := func(context.Context) uint64 { return 0 }
+	if t.Refreshes != nil {
+		var o locker.Option
+		o, count = t.Refreshes()
+		openOpts = append(openOpts, o)
+	}
+	l, err := t.Open(ctx, openOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +248,7 @@ func heldCurve(ctx context.Context, c *ScaleConfig, t *ScaleTarget, prefix strin
 			continue
 		}
 		p.label(fmt.Sprintf("scale %s: holding %d", t.Name, n))
-		if err := heldPoint(ctx, c, t, l, rc, opts, fmt.Sprintf("%sheld%d/", prefix, n), pt, p); err != nil {
+		if err := heldPoint(ctx, c, t, l, count, opts, fmt.Sprintf("%sheld%d/", prefix, n), pt, p); err != nil {
 			errs = append(errs, fmt.Errorf("held %d: %w", n, err))
 			if ctx.Err() != nil {
 				break
@@ -276,7 +258,7 @@ func heldCurve(ctx context.Context, c *ScaleConfig, t *ScaleTarget, prefix strin
 	return out, errors.Join(errs...)
 }
 
-func heldPoint(ctx context.Context, c *ScaleConfig, t *ScaleTarget, l locker.Locker, rc *refreshCounter, opts []locker.Option, prefix string, pt *ScalePoint, p *Progress) error {
+func heldPoint(ctx context.Context, c *ScaleConfig, t *ScaleTarget, l locker.Locker, refreshes func(context.Context) uint64, opts []locker.Option, prefix string, pt *ScalePoint, p *Progress) error {
 	heap0, stack0, g0 := clientState()
 	srv0, haveSrv := t.sample(ctx)
 	var errs errorCount
@@ -324,14 +306,14 @@ func heldPoint(ctx context.Context, c *ScaleConfig, t *ScaleTarget, l locker.Loc
 	pt.GoroutinesPerLease = float64(g1-g0) / n
 
 	// Refreshes while the N leases are held and nothing else happens.
-	r0, w0, cpu0 := rc.count(ctx), time.Now(), processCPU()
+	r0, w0, cpu0 := refreshes(ctx), time.Now(), processCPU()
 	select {
 	case <-time.After(c.window()):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	w := time.Since(w0).Seconds()
-	pt.RefreshPerSec = float64(rc.count(ctx)-r0) / w
+	pt.RefreshPerSec = float64(refreshes(ctx)-r0) / w
 	pt.ClientCPU = (processCPU() - cpu0).Seconds() / w
 	if srv1, ok := t.sample(ctx); ok && haveSrv {
 		pt.ServerPerLock = (srv1.Memory - srv0.Memory) / n

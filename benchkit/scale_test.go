@@ -19,7 +19,7 @@ func memoryTarget(t *testing.T, budget int) *ScaleTarget {
 func TestScale_Memory_MeasuresEveryCurve(t *testing.T) {
 	c := NewScaleConfig()
 	c.Quick()
-	c.TTL, c.Window = 1500*time.Millisecond, time.Second // a refresh every 500 ms
+	c.Window = 100 * time.Millisecond // refreshes are counted by lockctl's test
 	pts, err := Scale(context.Background(), c, []*ScaleTarget{memoryTarget(t, 0)}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -29,9 +29,6 @@ func TestScale_Memory_MeasuresEveryCurve(t *testing.T) {
 		n[p.Curve]++
 		if p.Errors != 0 || p.Skipped != "" || p.OpsPerSec <= 0 || p.P50 <= 0 {
 			t.Errorf("%+v: want measured, without errors", p)
-		}
-		if p.Curve == "held" && p.RefreshPerSec <= 0 {
-			t.Errorf("held %d: no refreshes counted with a TTL of %v over %v", p.X, c.TTL, c.Window)
 		}
 		if p.Curve == "waiters-spread" && p.Lockers != min(p.X, c.Spread) {
 			t.Errorf("waiters %d spread over %d Lockers, want %d", p.X, p.Lockers, min(p.X, c.Spread))

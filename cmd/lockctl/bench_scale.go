@@ -84,7 +84,7 @@ func (a *app) benchScale(ctx context.Context, sc *benchkit.ScaleConfig, o benchO
 // opened on demand, its server probe, and for PostgreSQL FOR UPDATE (a
 // connection per held lease or waiter) the connection budget.
 func (a *app) scaleTarget(ctx context.Context, raw string) (*benchkit.ScaleTarget, error) {
-	t := &benchkit.ScaleTarget{Name: shortName(raw),
+	t := &benchkit.ScaleTarget{Name: shortName(raw), Refreshes: refreshCounter,
 		Open: func(ctx context.Context, opts ...locker.Option) (locker.Locker, error) {
 			return a.open(ctx, raw, append(opts, locker.WithOwner("lockctl bench"))...)
 		}}
