@@ -59,9 +59,11 @@ func NewScaleConfig() *ScaleConfig {
 func (c *ScaleConfig) Quick() {
 	c.Held, c.Waiters, c.Spread, c.Lockers = []int{10, 100}, []int{1, 10}, 4, []int{1, 4}
 	c.Probe, c.Handoffs, c.Ops = 30, 20, 20
-	// A refresh may take a third of the TTL: 1.7 s leaves room for a
-	// loaded CI machine under the race detector, where 333 ms did not.
-	c.TTL, c.Window = 5*time.Second, 2*time.Second
+	// A refresh may take a third of the TTL: the default TTL's 5 s leaves
+	// room for a loaded CI machine under the race detector, where 333 ms
+	// (etcd) and 1.7 s (PostgreSQL advisory, 100 leases) did not. The
+	// window covers one refresh period.
+	c.TTL, c.Window = locker.DefaultTTL, 6*time.Second
 }
 
 // Validate reports the first size that makes no sense.
