@@ -92,7 +92,7 @@ func TestUncontended_TimesEveryPair(t *testing.T) {
 
 func TestHandoff_CountsEveryHandoff_LeavesKeyFree(t *testing.T) {
 	s := memorySubject(t)
-	r, err := handoff(context.Background(), s, "hot", 16, 500, nil)
+	r, err := handoff(context.Background(), []Mutex{s.Mutex}, "hot", 16, 500, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestHandoff_BargingMutex_CountsOnlyHandoffs(t *testing.T) {
 		return func(context.Context) error { mu.Unlock(); return nil }, nil
 	})
 	const w, n = 8, 2000
-	r, err := handoff(context.Background(), &Subject{Name: "sync.Mutex", Role: RoleOurs, Mutex: m}, "k", w, n, nil)
+	r, err := handoff(context.Background(), []Mutex{m}, "k", w, n, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestHandoff_BargingMutex_CountsOnlyHandoffs(t *testing.T) {
 		t.Errorf("%d grants for %d handoffs of %d waiters; want at least %d", g, n, w, n+w-1)
 	}
 	// With one waiter every grant is a handoff.
-	r, err = handoff(context.Background(), &Subject{Name: "one", Role: RoleOurs, Mutex: m}, "k", 1, 50, nil)
+	r, err = handoff(context.Background(), []Mutex{m}, "k", 1, 50, nil)
 	if err != nil || r.Ops != 50 || len(r.samples) != 49 {
 		t.Fatalf("one waiter: ops %d, samples %d, err %v; want 50, 49", r.Ops, len(r.samples), err)
 	}

@@ -114,9 +114,12 @@ func (c *Config) Validate() error {
 		return errors.New("--sem-hold must not be negative")
 	}
 	for _, k := range c.Workloads {
-		if !slices.Contains(AllKinds, k) {
-			return fmt.Errorf("--workloads: unknown workload %q (have %s)", k, strings.Join(AllKinds, ", "))
+		if !slices.Contains(AllKinds, k) && k != KindScale {
+			return fmt.Errorf("--workloads: unknown workload %q (have %s, %s)", k, strings.Join(AllKinds, ", "), KindScale)
 		}
+	}
+	if slices.Contains(c.Workloads, KindScale) && len(c.Workloads) > 1 {
+		return fmt.Errorf("--workloads: %s runs alone", KindScale)
 	}
 	return nil
 }

@@ -2,7 +2,8 @@
 // peer-library comparison in the bench/ module: the workloads (uncontended
 // acquire+release, handoff between W waiters on one key, many keys, the
 // flash sale, a semaphore of N permits), the interleaving of subjects round by round, and the outputs
-// (terminal table, report.md, results.json, SVG and PNG charts).
+// (terminal table, report.md, results.json, SVG and PNG charts). The cost
+// curves ([Scale]: held leases, waiters, Lockers) run apart, per backend.
 //
 // It is not part of locker's API: it exists so that lockctl and the separate
 // bench module run the same code, and it may change in any release without

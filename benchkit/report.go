@@ -117,14 +117,20 @@ func (r *Report) Write(dir string) error {
 		}
 		r.Charts = cs
 	}
-	js, err := json.MarshalIndent(r, "", "  ")
+	return writeFiles(dir, "results.json", r, r.Markdown())
+}
+
+// writeFiles writes v as indented JSON to dir/jsonName and md to
+// dir/report.md.
+func writeFiles(dir, jsonName string, v any, md []byte) error {
+	js, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(js, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, jsonName), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), r.Markdown(), 0o644)
+	return os.WriteFile(filepath.Join(dir, "report.md"), md, 0o644)
 }
 
 func inGroup(results []*Result, g string) []*Result {

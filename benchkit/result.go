@@ -15,6 +15,9 @@ const (
 	KindHandoff           = "handoff"
 	KindManyKeys          = "many-keys"
 	KindSemaphore         = "semaphore"
+	// KindScale is the cost curves (see Scale); it runs alone and is not
+	// in AllKinds.
+	KindScale = "scale"
 )
 
 // Result is what one workload measured on one subject, merged over rounds.

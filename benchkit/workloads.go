@@ -76,7 +76,9 @@ func uncontended(ctx context.Context, s *Subject, key string, n int, p *Progress
 // grant: nobody is cancelled, so libraries without context support stop as
 // cleanly as the others. The time of those last grants is not counted: the
 // run's elapsed time ends at the n-th grant.
-func handoff(ctx context.Context, s *Subject, key string, w, n int, p *Progress) (*Result, error) {
+//
+// Waiter i locks through ms[i % len(ms)]: one Mutex, or one per Locker.
+func handoff(ctx context.Context, ms []Mutex, key string, w, n int, p *Progress) (*Result, error) {
 	base := time.Now()
 	var (
 		remaining   atomic.Int64
@@ -91,6 +93,7 @@ func handoff(ctx context.Context, s *Subject, key string, w, n int, p *Progress)
 	lastHolder.Store(-1)
 	start := make(chan struct{})
 	for me := range w {
+		m := ms[me%len(ms)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -98,7 +101,7 @@ func handoff(ctx context.Context, s *Subject, key string, w, n int, p *Progress)
 			var mine []time.Duration
 			defer lat.add(&mine)
 			for {
-				release, err := s.Mutex.Lock(ctx, key)
+				release, err := m.Lock(ctx, key)
 				if err != nil {
 					errs.add(err)
 					return
@@ -183,25 +186,37 @@ func manyKeys(ctx context.Context, s *Subject, prefix string, workers, keys, n i
 				if inOrder {
 					k = int(i) % keys
 				}
-				op := time.Now()
-				release, err := s.Mutex.Lock(ctx, names[k])
-				if err == nil {
-					err = release(ctx)
-				}
+				d, err := timedPair(ctx, s.Mutex, names[k])
 				if err != nil {
 					errs.add(err)
 					return
 				}
-				mine = append(mine, time.Since(op))
+				mine = append(mine, d)
 				p.add(1)
 			}
 		}()
 	}
 	wg.Wait()
+	return pairsResult(&lat, &errs, t0, n)
+}
+
+// timedPair acquires and releases key through m and returns how long the
+// pair took.
+func timedPair(ctx context.Context, m Mutex, key string) (time.Duration, error) {
+	op := time.Now()
+	release, err := m.Lock(ctx, key)
+	if err == nil {
+		err = release(ctx)
+	}
+	return time.Since(op), err
+}
+
+// pairsResult is the result of a run of want pairs started at t0.
+func pairsResult(lat *latencies, errs *errorCount, t0 time.Time, want int) (*Result, error) {
 	r := &Result{Ops: len(lat.all), Elapsed: time.Since(t0), samples: lat.all}
 	errs.fill(r)
 	if r.Errors > 0 {
-		return r, fmt.Errorf("%d of %d operations failed; first error: %s", r.Errors, n, r.FirstError)
+		return r, fmt.Errorf("%d of %d operations failed; first error: %s", r.Errors, want, r.FirstError)
 	}
 	return r, nil
 }

@@ -60,6 +60,7 @@ type benchOptions struct {
 // bench implements "lockctl bench".
 func (a *app) bench(ctx context.Context, args []string) int {
 	c := benchkit.NewConfig()
+	sc := benchkit.NewScaleConfig()
 	var o benchOptions
 	fset := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fset.SetOutput(a.stderr)
@@ -90,7 +91,8 @@ func (a *app) bench(ctx context.Context, args []string) int {
 	failover := fset.Int("failover", 0, "instead of the workloads: this many trials per backend of an election's failover — the leader's lockctl elect process killed (SIGKILL), the time until the standby's command runs")
 	failoverTTL := fset.Duration("failover-ttl", 2*time.Second, "with --failover: the election's TTL")
 	passwordFile := fset.String("password-file", "", "read the password of every --backend URL that takes one from the first line of this file (see Credentials below)")
-	only := fset.String("workloads", strings.Join(benchkit.AllKinds, ","), "comma-separated workloads to run")
+	only := fset.String("workloads", strings.Join(benchkit.AllKinds, ","), "comma-separated workloads to run; \"scale\" (the cost curves, see --held) runs alone")
+	held, scaleWaiters, lockers := scaleFlags(fset, sc)
 	fset.Usage = func() {
 		fmt.Fprint(fset.Output(), `Usage: lockctl bench [--backend URL]... [--servers] [--out DIR] [flags]
 
@@ -120,13 +122,25 @@ Flags:
 	if o.quick {
 		// Quick sizes, then the flags again: explicit sizes win.
 		c.Quick()
+		sc.Quick()
 		waiters = intList(c.Waiters)
+		*held, *scaleWaiters, *lockers = sc.Held, sc.Waiters, sc.Lockers
 		backends = nil
 		_ = fset.Parse(args)
 	}
 	c.Waiters = waiters
+	sc.Held, sc.Waiters, sc.Lockers = *held, *scaleWaiters, *lockers
+	scale := *only == benchkit.KindScale
+	fset.Visit(func(f *flag.Flag) {
+		if f.Name == "ttl" {
+			sc.TTL = c.TTL // explicit: the held leases' TTL too
+		}
+	})
 	c.Workloads = strings.Split(*only, ",")
 	err := c.Validate()
+	if err == nil && scale {
+		err = sc.Validate()
+	}
 	if err != nil {
 		return a.failf(exitUsage, "bench: %v", err)
 	}
@@ -152,7 +166,12 @@ Flags:
 				fmt.Fprintf(a.stderr, "lockctl: bench: %v\n", err)
 			}
 		}()
-		o.backends = append(plainBackends(s.URLs()), o.backends...)
+		urls := s.URLs()
+		if scale {
+			// Beside FOR UPDATE, the mode whose locks share connections.
+			urls = append(urls, s.PostgresURL()+"&mode=advisory")
+		}
+		o.backends = append(plainBackends(urls), o.backends...)
 		info = s.Info
 	}
 	if len(o.backends) == 0 {
@@ -160,6 +179,9 @@ Flags:
 	}
 	if *failover > 0 {
 		return a.benchFailover(ctx, o.backends, *failover, *failoverTTL)
+	}
+	if scale {
+		return a.benchScale(ctx, sc, o, info, args, started)
 	}
 
 	subjects, err := a.openSubjects(ctx, c, o)

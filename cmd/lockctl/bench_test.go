@@ -126,8 +126,9 @@ func TestBench_BadInput_Usage(t *testing.T) {
 }
 
 // TestBench_RealBackends_Quick runs a quick bench of each backend beside its
-// floor against the testenv servers: the floors' clients and the URL
-// parsing that finds them must keep working.
+// floor against the testenv servers, then the quick scale workload: the
+// floors' clients, the server probes and the URL parsing that finds them
+// must keep working.
 func TestBench_RealBackends_Quick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers")
@@ -156,6 +157,19 @@ func TestBench_RealBackends_Quick(t *testing.T) {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)
 				}
+			}
+			// The scale workload's quick form, as CI runs it: its server
+			// probe reads this backend's memory.
+			a, stdout, stderr = testApp()
+			if b.name == "postgres" {
+				u = withQuery(t, u, "mode", "advisory") // FOR UPDATE's budget of 12 would skip N = 100
+			}
+			code = a.main(context.Background(), []string{"bench", "--quick", "--workloads", "scale", "--backend", u})
+			if code != exitOK {
+				t.Fatalf("scale: exit %d; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
+			}
+			if out := stdout.String(); !regexp.MustCompile(`server .* per lock \(N\)`).MatchString(out) {
+				t.Errorf("scale output lacks the server's memory per lock:\n%s", out)
 			}
 		})
 	}
