@@ -94,9 +94,17 @@ func mismatch(kvs []*mvccpb.KeyValue, limit int) error {
 // its limit, 1 for a plain lock): the own key and its predecessors, whose
 // records must carry the same limit, and the range's count. With fewer than
 // N predecessors the lock is held at once (one round trip); otherwise it
-// waits.
+// waits. The key is created only once the Acquire has one of the Locker's
+// maxQueued places in the lock's queue (enter), kept until it holds the
+// lock or gives up.
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
 	defer markRefusals(&err)
+	lp := lockPrefix(b.prefix, req.Key)
+	leave, err := b.enter(ctx, lp)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	var sl *sharedLease
 	err = patiently(ctx, nil, func() (err error) {
 		sl, err = b.lease(ctx, req.TTL)
@@ -106,7 +114,6 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lo
 		return nil, err
 	}
 	limit := max(req.Limit, 1)
-	lp := lockPrefix(b.prefix, req.Key)
 	own := sl.claim(lp, recordOf(req))
 	key := own.name
 	var (

@@ -34,8 +34,12 @@
 // restoring a snapshot older than a token can repeat it. Guard (NewGuard)
 // admits a token and applies your txn ops atomically with Write.
 //
+// Waiters are served in the order their keys were created. A Locker keeps
+// at most 8 waiting keys per lock; its further Acquires of the lock wait in
+// the process, in arrival order, for a place (a crowd of keys stalled etcd).
+//
 // locker.Inspect, List, WithValue, Publish and Watch work: the holder is the
-// lock's oldest key, the others wait. etcd keeps no grant time (Granted is
+// lock's oldest key, the others wait (keys only). etcd keeps no grant time (Granted is
 // zero); TTL is the holder's lease's time left, at most the lock's TTL. A
 // watch survives member restarts and ends if its member loses the leader.
 //

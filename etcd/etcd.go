@@ -66,12 +66,15 @@ type backend struct {
 	mu     sync.Mutex
 	closed bool
 	leases map[time.Duration]*sharedLease // by lock TTL
+
+	qmu    sync.Mutex
+	queues map[string]*queue // by lock range: see enter
 }
 
 func newBackend(cli *clientv3.Client, c config, owned bool) *backend {
 	b := &backend{
 		cli: cli, owned: owned, prefix: c.prefix, timeout: c.requestTimeout, log: c.logger,
-		grantSem: make(chan struct{}, 1), leases: map[time.Duration]*sharedLease{},
+		grantSem: make(chan struct{}, 1), leases: map[time.Duration]*sharedLease{}, queues: map[string]*queue{},
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
