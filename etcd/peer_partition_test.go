@@ -104,11 +104,13 @@ func TestEtcd_MemberIsolatedByPacketDrops_HolderThroughItLosesLeaseBeforeMajorit
 }
 
 // One client per member contends for one lock, each holder writing to a
-// fenced resource, while first the leader stops hearing a follower (it
-// still sends to it), then the follower stops hearing the leader (it still
-// sends to it). No grant may come while another holder's lease is valid,
-// tokens must rise in grant order, and the two members that still form a
-// majority with the leader must keep granting.
+// fenced resource (the follower's client holds it 4 s, longer than its
+// lease lives unrenewed; the others 0.2 s), while first the leader stops
+// hearing a follower (it still sends to it), then the follower stops
+// hearing the leader (it still sends to it), each cut made while the
+// follower's client holds the lock. No grant may come while another
+// holder's lease is valid, tokens must rise in grant order, and the two
+// members that still form a majority must keep granting.
 func TestEtcd_OneWayPeerCuts_NoTwoHoldersTokensRise(t *testing.T) {
 	t.Parallel()
 	c := testenv.EtcdClusterLinked(t)
@@ -122,21 +124,16 @@ func TestEtcd_OneWayPeerCuts_NoTwoHoldersTokensRise(t *testing.T) {
 		holders = make([]locker.Lease, len(c.Nodes)) // each worker's lease while it holds
 		last    uint64                               // the highest token granted
 		grants  []grant
-		stop    = make(chan struct{})
 	)
+	wctx, stop := context.WithCancel(ctx) // the workers'
 	var wg sync.WaitGroup
 	for i, n := range c.Nodes {
 		l := mustLocker(t, h, []string{n.Addr()})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			for wctx.Err() == nil {
+				actx, cancel := context.WithTimeout(wctx, 5*time.Second)
 				lease, err := l.Acquire(actx, "k", locker.WithTTL(peerTTL), locker.WithAutoRefresh(true))
 				cancel()
 				if err != nil {
@@ -156,8 +153,19 @@ func TestEtcd_OneWayPeerCuts_NoTwoHoldersTokensRise(t *testing.T) {
 				holders[i] = lease
 				grants = append(grants, grant{i, at})
 				mu.Unlock()
-				// Hold a while; write through the fence if still valid.
-				time.Sleep(200 * time.Millisecond)
+				// The follower's client holds longer than the lease lives
+				// unrenewed (T+R = 3 s), so that, cut off, it must have
+				// lost it; stop early when told of a loss. Write through
+				// the fence if still valid.
+				hold := 200 * time.Millisecond
+				if i == follower {
+					hold = 2 * peerTTL
+				}
+				select {
+				case <-time.After(hold):
+				case <-lease.Done():
+				case <-wctx.Done():
+				}
 				if lease.Err() == nil && time.Now().Before(lease.Deadline()) {
 					if err := guard.Write(ctx, "r", lease.Token(), func() error { return nil }); err != nil && !errors.Is(err, fencing.ErrStaleToken) {
 						t.Errorf("fenced write: %v", err)
@@ -172,7 +180,18 @@ func TestEtcd_OneWayPeerCuts_NoTwoHoldersTokensRise(t *testing.T) {
 			}
 		}()
 	}
+	defer func() { stop(); wg.Wait() }() // before t.Fatalf returns
 	window := func(name string, d time.Duration, fault func()) {
+		// Cut while the follower's client holds the lock: its holder is
+		// the one that must lose it.
+		for held := false; !held; time.Sleep(50 * time.Millisecond) {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: the follower's client never held the lock", name)
+			}
+			mu.Lock()
+			held = holders[follower] != nil
+			mu.Unlock()
+		}
 		fault()
 		from := time.Now()
 		time.Sleep(d)
@@ -191,11 +210,9 @@ func TestEtcd_OneWayPeerCuts_NoTwoHoldersTokensRise(t *testing.T) {
 			t.Errorf("%s: the majority granted nothing in %v", name, d)
 		}
 	}
-	time.Sleep(2 * time.Second)
-	window("leader not hearing the follower", 10*time.Second, func() { c.Cut(t, follower, leader) })
-	time.Sleep(3 * time.Second)
-	window("follower not hearing the leader", 10*time.Second, func() { c.Cut(t, leader, follower) })
-	close(stop)
+	window("leader not hearing the follower", 8*time.Second, func() { c.Cut(t, follower, leader) })
+	window("follower not hearing the leader", 8*time.Second, func() { c.Cut(t, leader, follower) })
+	stop()
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
