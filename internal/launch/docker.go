@@ -63,6 +63,9 @@ type Container struct {
 	ID   string
 	Spec Spec
 	d    *Docker
+
+	mu    sync.Mutex
+	addrs map[string]netip.Addr // by network ID: the address before Disconnect
 }
 
 // Run creates and starts a container of sp, without waiting for its
@@ -299,15 +302,58 @@ type Network struct {
 	d        *Docker
 }
 
-// NewNetwork creates a bridge network.
+// NewNetwork creates a bridge network whose subnet counts as configured by
+// the user, so that a container re-attached by Connect gets back the
+// address it had: docker hands a freed address to whoever asks next, and
+// two members re-attached in the other order would swap addresses, which
+// peers that dialled by address (etcd's open streams, Redis Cluster) do
+// not recover from for minutes. The subnet is the one docker's own pool
+// picked (so it clashes with no route of the machine), claimed by
+// recreating the network with it; another process that takes it in
+// between makes this try again.
 func (d *Docker) NewNetwork(ctx context.Context) (*Network, error) {
 	startWatchdog()
-	name := "locker-test-" + RandomID(6)
-	r, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: labels()})
-	if err != nil {
-		return nil, fmt.Errorf("create network: %w", err)
+	var err error
+	for range 5 {
+		var n *Network
+		if n, err = d.newNetwork(ctx); err == nil {
+			return n, nil
+		}
 	}
-	return &Network{ID: r.ID, Name: name, d: d}, nil
+	return nil, fmt.Errorf("create network: %w", err)
+}
+
+func (d *Docker) newNetwork(ctx context.Context) (*Network, error) {
+	name := "locker-test-" + RandomID(6)
+	opts := client.NetworkCreateOptions{Driver: "bridge", Labels: labels()}
+	r, err := d.cli.NetworkCreate(ctx, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	n := &Network{ID: r.ID, Name: name, d: d}
+	in, err := d.cli.NetworkInspect(ctx, r.ID, client.NetworkInspectOptions{})
+	if err != nil {
+		n.Remove(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	var ipam []network.IPAMConfig
+	for _, c := range in.Network.IPAM.Config {
+		if c.Subnet.Addr().Is4() {
+			ipam = append(ipam, network.IPAMConfig{Subnet: c.Subnet, Gateway: c.Gateway})
+		}
+	}
+	if err := n.Remove(ctx); err != nil {
+		return nil, err
+	}
+	if len(ipam) == 0 {
+		return nil, fmt.Errorf("network %s got no IPv4 subnet", name)
+	}
+	opts.IPAM = &network.IPAM{Config: ipam}
+	if r, err = d.cli.NetworkCreate(ctx, name, opts); err != nil {
+		return nil, err
+	}
+	n.ID = r.ID
+	return n, nil
 }
 
 // Remove removes the network; its members must be gone.
@@ -316,18 +362,33 @@ func (n *Network) Remove(ctx context.Context) error {
 	return err
 }
 
-// Disconnect cuts the container off network n (its Spec's).
+// Disconnect cuts the container off network n (its Spec's), keeping its
+// address there for Connect.
 func (c *Container) Disconnect(ctx context.Context, n *Network) error {
-	_, err := c.d.cli.NetworkDisconnect(ctx, n.ID, client.NetworkDisconnectOptions{Container: c.ID, Force: true})
+	ip, _, err := c.Endpoint(ctx, n.Name)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.addrs == nil {
+		c.addrs = map[string]netip.Addr{}
+	}
+	c.addrs[n.ID] = ip
+	c.mu.Unlock()
+	_, err = c.d.cli.NetworkDisconnect(ctx, n.ID, client.NetworkDisconnectOptions{Container: c.ID, Force: true})
 	return err
 }
 
-// Connect attaches the container to network n under its Spec's Alias.
+// Connect attaches the container to network n under its Spec's Alias, at
+// the address it had there before Disconnect.
 func (c *Container) Connect(ctx context.Context, n *Network) error {
-	_, err := c.d.cli.NetworkConnect(ctx, n.ID, client.NetworkConnectOptions{
-		Container:      c.ID,
-		EndpointConfig: &network.EndpointSettings{Aliases: []string{c.Spec.Alias}},
-	})
+	ep := &network.EndpointSettings{Aliases: []string{c.Spec.Alias}}
+	c.mu.Lock()
+	if ip, ok := c.addrs[n.ID]; ok {
+		ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: ip}
+	}
+	c.mu.Unlock()
+	_, err := c.d.cli.NetworkConnect(ctx, n.ID, client.NetworkConnectOptions{Container: c.ID, EndpointConfig: ep})
 	return err
 }
 

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -124,7 +125,23 @@ func (s *Server) Disconnect(t testing.TB) {
 	})
 }
 
-// Reconnect undoes Disconnect, under the same name on the network.
+// NetworkAddr returns a cluster member's address on its cluster's network.
+func (s *Server) NetworkAddr(t testing.TB) netip.Addr {
+	t.Helper()
+	var ip netip.Addr
+	s.do(t, "NetworkAddr", func(c *launch.Container, ctx context.Context) error {
+		if c.Spec.Network == nil {
+			t.Fatalf("testenv: NetworkAddr of a %s server that is not a cluster member", s.kind)
+		}
+		var err error
+		ip, _, err = c.Endpoint(ctx, c.Spec.Network.Name)
+		return err
+	})
+	return ip
+}
+
+// Reconnect undoes Disconnect, under the same name and address on the
+// network.
 func (s *Server) Reconnect(t testing.TB) {
 	t.Helper()
 	s.do(t, "Reconnect", func(c *launch.Container, ctx context.Context) error {
