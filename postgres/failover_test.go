@@ -143,8 +143,11 @@ func failover(t *testing.T, mode locker.Option) {
 }
 
 // acquireAfterFailover acquires k, trying again, for up to 30 s, while
-// the Locker finds its backend unavailable: the pool's idle connections
-// to the dead primary fail their first use, as a user's would.
+// the Locker finds its backend unavailable. The pool's connections to the
+// dead primary no longer fail an Acquire (the backend moves to another
+// connection: TestIdleConnectionsEndedByServer_NextAcquireSucceeds); the
+// retries are a margin for a server that has just been promoted, and each
+// one is logged.
 func acquireAfterFailover(t *testing.T, l locker.Locker, k string) (locker.Lease, error) {
 	t.Helper()
 	ctx := ctxT(t, 30*time.Second)
