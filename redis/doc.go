@@ -2,7 +2,8 @@
 // one deployment (a server, a Sentinel master or a Cluster: any
 // goredis.UniversalClient), NewRedlock over independent masters, and Guard,
 // a fencing guard for resources kept in Redis. The client stays the
-// caller's; make it with ContextTimeoutEnabled, or calls outlive contexts.
+// caller's; make it with ContextTimeoutEnabled, or calls outlive contexts
+// (NewRedlock refuses a client without it).
 //
 //	l, err := redis.New(client, locker.WithTTL(10*time.Second), redis.WithPrefix("app:"))
 //	l, err := locker.Open(ctx, "redis://localhost:6379/0?prefix=app:")
@@ -18,35 +19,25 @@
 // shared TLS parameters (tls, ca_file, cert_file, key_file, …) and, for
 // Redlock, password_N and username_N (master N's credentials) are read too.
 //
-// Security (docs/design/security-redis.md: the minimal ACL, TLS): refused
-// credentials or permissions (NOAUTH, WRONGPASS, NOPERM, a client
-// certificate refused) are locker.ErrUnauthorized. A user denied CONFIG
-// GET needs accept_eviction; users sharing a prefix can do anything there.
+// Refused credentials or permissions (NOAUTH, WRONGPASS, NOPERM, a client
+// certificate refused) are locker.ErrUnauthorized. A user denied CONFIG GET
+// needs accept_eviction; users sharing a prefix can do anything there.
+// The minimal ACL and TLS: docs/design/security-redis.md.
 //
-// Tokens: max(counter+1, server time in µs); they increase across crashes,
-// expiry and restarts (unless the server's clock steps back), and across a
-// failover if the replica's clock is not behind (tested: a Sentinel
-// failover from a frozen master, one shared clock). A failover or an
-// evicting maxmemory-policy can grant a lock twice: fence the resource. Redlock's is
-// the largest a granting majority proposes, written back: it increases
-// unless every master of the later majority that took it lost its counter.
+// Tokens: max(counter+1, server time in µs): they increase across crashes,
+// expiry, restarts (unless the server's clock steps back) and a failover if
+// the replica's clock is not behind. A failover or an evicting
+// maxmemory-policy can grant a lock twice: fence the resource. Redlock's
+// increase unless every master in both granting majorities lost its counter.
 //
-// Inspect, List, WithValue, Publish, Watch and WithMinHold (the server keeps
-// the lock to the later of TTL and hold; an early release shortens it to
-// the hold's end) work on both. WithLimit (N permits, a sorted set scored
-// by expiry; tokens from the key's one fence) works on New only: Redlock
-// refuses it, as per-master limits and majorities admit more than N holders
-// (3 masters, N = 2: A on 1,2, B on 2,3, C on 1,3). A permit has no value;
-// its token is unique, but N holders are valid at once: a Guard (highest
-// token wins) would refuse the older ones, so it tells permits apart only.
+// Inspect, List, WithValue, Publish, Watch and WithMinHold work on both;
+// WithLimit (N permits, no values) on New only. N permits are valid at once,
+// so a Guard (highest token wins) would refuse all but one: use PermitGuard.
 //
 // Caveats: TTLs are whole milliseconds; a crashed holder's lock lives its
-// TTL; waiters (of locks and permits) are woken one at a time in arrival
-// order, but a TryAcquire (or an Acquire's first try) may take a free lock
-// ahead of them; a server with an evicting maxmemory-policy is refused
-// (ErrEvictingPolicy) unless accepted. Route go-redis's own logger with
-// goredis.SetLogger(redis.GoRedisLogger(l)).
-//
-// The design (key layout, scripts, waiting, permits, Redlock, proofs) is in
-// docs/design/redis.md.
+// TTL; waiters are woken one at a time in arrival order, but a TryAcquire
+// (or an Acquire's first try) may take a free lock ahead of them; a server
+// with an evicting maxmemory-policy is refused (ErrEvictingPolicy) unless
+// accepted. Route go-redis's own logger with goredis.SetLogger(redis.GoRedisLogger(l)).
+// Design (keys, scripts, waiting, permits, holds, Redlock, proofs): docs/design/redis.md.
 package redis
