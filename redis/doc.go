@@ -27,8 +27,9 @@
 // Tokens: max(counter+1, server time in µs): they increase across crashes,
 // expiry, restarts (unless the server's clock steps back) and a failover if
 // the replica's clock is not behind. A failover or an evicting
-// maxmemory-policy can grant a lock twice: fence the resource. Redlock's
-// increase unless every master in both granting majorities lost its counter.
+// maxmemory-policy can grant a lock twice: fence the resource. Redlock's is
+// the largest a granting majority proposes, written back: it increases
+// unless every master of the later majority that took it lost its counter.
 //
 // Inspect, List, WithValue, Publish, Watch and WithMinHold work on both;
 // WithLimit (N permits, no values) on New only. N permits are valid at once,
