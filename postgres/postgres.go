@@ -41,8 +41,9 @@ func init() {
 // acquisition, and never more than pool's MaxConns). opts are this
 // package's options and locker's (locker.WithTTL and the like).
 //
-// A pool the caller built keeps pgx's default context handling; see the
-// package documentation for what a cancelled Acquire costs.
+// A pool the caller built keeps pgx's default context handling; a cancelled
+// Acquire still leaves the server's lock queue by a cancel request of its
+// own (docs/design/postgres.md, "Acquire, refresh, release").
 func New(pool *pgxpool.Pool, opts ...locker.Option) (locker.Locker, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: postgres: nil pool", locker.ErrInvalidOption)
