@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/distlock/locker/history"
+	"github.com/distlock/locker/internal/bounds"
 	"github.com/distlock/locker/internal/reliability"
 )
 
@@ -63,6 +64,7 @@ func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault, o reli
 		t.Fatal(err)
 	}
 	res := out.Result
+	bounds.Took(t, "slowest step of the liveness check", res.LivenessSlowest, res.LivenessBound)
 	t.Logf("%s: %v; %d injections, %d fault windows, %d liveness retries", d.Name, res.Counts, out.Injected, len(res.Windows), out.LivenessRetries)
 	if f != nil && f.Outside != "" {
 		t.Logf("outside the guarantee (%s): %d mutual-exclusion violations, not counted", f.Outside, out.Outside)
