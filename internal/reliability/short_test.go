@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -65,7 +66,7 @@ func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault, o reli
 	}
 	res := out.Result
 	bounds.Took(t, "slowest step of the liveness check", res.LivenessSlowest, res.LivenessBound)
-	t.Logf("%s: %v; %d injections, %d fault windows, %d liveness retries", d.Name, res.Counts, out.Injected, len(res.Windows), out.LivenessRetries)
+	t.Logf("%s: %v; %d injections, %d fault windows, %d liveness retries, slowest liveness step %v of %v", d.Name, res.Counts, out.Injected, len(res.Windows), out.LivenessRetries, res.LivenessSlowest.Round(time.Millisecond), res.LivenessBound)
 	if f != nil && f.Outside != "" {
 		t.Logf("outside the guarantee (%s): %d mutual-exclusion violations, not counted", f.Outside, out.Outside)
 	}
