@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
+	"github.com/distlock/locker/internal/bounds"
 )
 
 func init() {
@@ -43,7 +44,7 @@ func testContention(t *testing.T, s *suite) {
 		wg      sync.WaitGroup
 		errs    = make(chan error, contentionClients*contentionGoroutines)
 	)
-	ctx := s.ctx(t, 4*s.opTimeout())
+	start, ctx := time.Now(), s.ctx(t, 4*s.opTimeout())
 	for range contentionClients {
 		l := s.locker(t)
 		for range contentionGoroutines {
@@ -60,6 +61,7 @@ func testContention(t *testing.T, s *suite) {
 		}
 	}
 	wg.Wait()
+	bounds.Took(t, "contended increments", time.Since(start), 4*s.opTimeout())
 	close(errs)
 	for err := range errs {
 		t.Error(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/election"
 	"github.com/distlock/locker/fencing"
+	"github.com/distlock/locker/internal/bounds"
 )
 
 // Leader election (package election) is built over the portable API, so
@@ -166,6 +167,7 @@ func testElectionResign(t *testing.T, s *suite) {
 	s.resign(t, first)
 
 	r := <-got
+	bounds.Took(t, "the waiting candidate led after the resignation", r.at.Sub(at), s.ttl+s.slack)
 	switch {
 	case r.err != nil:
 		t.Fatalf("Campaign after the leader resigned: %v", r.err)
@@ -298,6 +300,7 @@ func testElectionCrash(t *testing.T, s *suite) {
 	var r result
 	select {
 	case r = <-got:
+		bounds.Took(t, "new leader after the leader crashed", time.Since(crashed), s.ttl+s.slack)
 	case <-time.After(s.ttl + s.slack):
 		t.Fatalf("no new leader %v after the leader crashed (TTL %v + slack %v)", s.ttl+s.slack, s.ttl, s.slack)
 	}
@@ -305,8 +308,10 @@ func testElectionCrash(t *testing.T, s *suite) {
 		t.Fatalf("Campaign after the leader crashed: %v", r.err)
 	}
 	t.Logf("new leader %v after the crash", time.Since(crashed).Round(time.Millisecond))
+	waited := time.Now()
 	select {
 	case cause := <-causes:
+		bounds.Took(t, "the crashed leader's work cancelled", time.Since(waited), s.ttl+s.slack)
 		if !errors.Is(cause, locker.ErrLeaseLost) || !errors.Is(old.Err(), locker.ErrLeaseLost) {
 			t.Fatalf("the crashed leader's work ended with cause %v, term Err %v; want ErrLeaseLost", cause, old.Err())
 		}

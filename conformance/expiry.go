@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
+	"github.com/distlock/locker/internal/bounds"
 )
 
 func init() {
@@ -28,11 +29,12 @@ func testCrash(t *testing.T, s *suite) {
 	lease := s.tryAcquire(t, a, k, locker.WithTTL(s.ttl))
 	s.h.(Crasher).Crash(t, a)
 
-	ctx := s.ctx(t, s.ttl+s.slack)
+	start, ctx := time.Now(), s.ctx(t, s.ttl+s.slack)
 	next, err := b.Acquire(ctx, k, locker.WithTTL(s.ttl))
 	if err != nil {
 		t.Fatalf("Acquire after the holder crashed: %v (want the lock within TTL %v + slack %v)", err, s.ttl, s.slack)
 	}
+	bounds.Took(t, "Acquire after the holder crashed", time.Since(start), s.ttl+s.slack)
 	if next.Token() <= lease.Token() {
 		t.Fatalf("token after crash %d, want > %d", next.Token(), lease.Token())
 	}
@@ -62,10 +64,12 @@ func testPausedHolder(t *testing.T, s *suite) {
 	// The new holder's lease refreshes itself (the default): a TTL longer
 	// than the suite's is not needed, and ZooKeeper refuses one longer than
 	// its session timeout.
+	start := time.Now()
 	next, err := b.Acquire(s.ctx(t, s.ttl+s.slack), k, locker.WithTTL(s.ttl))
 	if err != nil {
 		t.Fatalf("Acquire after the holder's TTL: %v", err)
 	}
+	bounds.Took(t, "Acquire after the holder's TTL", time.Since(start), s.ttl+s.slack)
 	if next.Token() <= old.Token() {
 		t.Fatalf("new token %d, want > %d", next.Token(), old.Token())
 	}
@@ -201,8 +205,10 @@ func testDoCrash(t *testing.T, s *suite) {
 	a := s.locker(t)
 	err := locker.Do(s.ctx(t, s.opTimeout()), a, key(t, "k"), func(ctx context.Context, _ locker.Lease) error {
 		s.h.(Crasher).Crash(t, a)
+		start := time.Now()
 		select {
 		case <-ctx.Done():
+			bounds.Took(t, "Do's context cancelled after the client crashed", time.Since(start), s.ttl+s.slack)
 			return nil
 		case <-time.After(s.ttl + s.slack):
 			return errors.New("context not cancelled by the deadline after the client crashed")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/bounds"
 )
 
 func init() {
@@ -182,6 +183,7 @@ func testUnreachable(t *testing.T, s *suite) {
 		case !errors.Is(err, locker.ErrUnavailable) && !(orDeadline && errors.Is(err, context.DeadlineExceeded)):
 			t.Fatalf("%s on an unreachable backend = %v, want ErrUnavailable", op, err)
 		}
+		bounds.Took(t, op+" on an unreachable backend", time.Since(start), wait+time.Second)
 		if elapsed := time.Since(start); elapsed > wait+time.Second {
 			t.Fatalf("%s returned after %v, past the context's deadline %v", op, elapsed, wait)
 		}

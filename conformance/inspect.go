@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/bounds"
 )
 
 // Inspection (locker.Inspect, locker.List) is an optional ability of a
@@ -31,6 +32,7 @@ func (s *suite) inspectUntil(t *testing.T, l locker.Locker, key string, bound ti
 			t.Fatalf("Inspect(%q): %v", key, err)
 		}
 		if ok(info) || time.Now().After(end) {
+			bounds.Took(t, "Inspect until it showed the wanted state", bound-time.Until(end), bound)
 			return info
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/bounds"
 )
 
 // Minimum holds (locker.WithMinHold) are an optional ability of a backend;
@@ -89,6 +90,7 @@ func testMinHoldCrash(t *testing.T, s *suite) {
 // the room for a loaded machine that the suite's upper bounds leave.
 func (s *suite) checkFreedBy(t *testing.T, took, by time.Duration) {
 	t.Helper()
+	bounds.Took(t, "granted again after the holder left", took, by+s.slack+s.opTimeout()/2)
 	if took > by+s.slack+s.opTimeout()/2 {
 		t.Fatalf("granted again only %v after the first acquisition was asked for: due by %v, slack %v", took, by, s.slack)
 	}

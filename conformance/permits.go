@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/bounds"
 )
 
 // N-permit locks (locker.WithLimit) are an optional ability of a backend;
@@ -213,10 +214,12 @@ func testPermitsCrash(t *testing.T, s *suite) {
 		others = append(others, s.tryAcquire(t, b, k, locker.WithLimit(permitsN)))
 	}
 	s.h.(Crasher).Crash(t, a)
+	start := time.Now()
 	lease, err := c.Acquire(s.ctx(t, s.ttl+s.slack), k, locker.WithLimit(permitsN), locker.WithTTL(s.ttl))
 	if err != nil {
 		t.Fatalf("Acquire after a permit's holder crashed: %v (want the permit within TTL %v + slack %v)", err, s.ttl, s.slack)
 	}
+	bounds.Took(t, "Acquire after a permit's holder crashed", time.Since(start), s.ttl+s.slack)
 	s.release(t, lease)
 	for _, o := range others {
 		s.release(t, o)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/bounds"
 	"go.uber.org/goleak"
 )
 
@@ -170,8 +171,10 @@ func (s *suite) release(t *testing.T, lease locker.Lease) {
 // waitDone waits for lease.Done within d.
 func waitDone(t *testing.T, lease locker.Lease, d time.Duration, why string) {
 	t.Helper()
+	start := time.Now()
 	select {
 	case <-lease.Done():
+		bounds.Took(t, "lease Done ("+why+")", time.Since(start), d)
 	case <-time.After(d):
 		t.Fatalf("lease %q: Done not closed within %v (%s)", lease.Key(), d, why)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/bounds"
 )
 
 // Watching (locker.Watch) and published values (locker.WithValue,
@@ -78,11 +79,12 @@ func (s *suite) watch(t *testing.T, l locker.Locker, k string) (*watcher, contex
 // the subtest if none comes within d.
 func (w *watcher) next(t *testing.T, d time.Duration, what string, ok func(locker.LockInfo) bool) locker.LockInfo {
 	t.Helper()
-	deadline := time.After(d)
+	start, deadline := time.Now(), time.After(d)
 	for {
 		select {
 		case info := <-w.states:
 			if ok(info) {
+				bounds.Took(t, "Watch showed "+what, time.Since(start), d)
 				return info
 			}
 		case <-w.ended:

@@ -51,4 +51,8 @@ func TestLiveness_ClientMadeWithinBound(t *testing.T) {
 	if left := time.Duration(deadlineLeft.Load()); left <= 0 || left > liveness {
 		t.Fatalf("the liveness client was made under a deadline %v away, want one within the liveness bound %v", left, liveness)
 	}
+	// How close the check came to its bound is reported (internal/bounds).
+	if res.LivenessBound != liveness || res.LivenessSlowest <= 0 {
+		t.Fatalf("Result: LivenessSlowest %v, LivenessBound %v; want a measured step and the bound %v", res.LivenessSlowest, res.LivenessBound, liveness)
+	}
 }

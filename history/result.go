@@ -105,6 +105,11 @@ type Result struct {
 	NemesisErr error
 	// Ops is the whole history, in call order.
 	Ops []Op
+	// LivenessSlowest is the longest step of the liveness check (making
+	// its client, or one acquisition), each bounded by LivenessBound
+	// (Options.Liveness; 0 when the check did not run): how close the
+	// check came to failing.
+	LivenessSlowest, LivenessBound time.Duration
 
 	limit int // Options.Limit: the model the history is checked against
 }

@@ -130,6 +130,8 @@ type runner struct {
 	mu         sync.Mutex
 	ops        []Op
 	violations []Violation // found while running (liveness)
+
+	livenessSlowest, livenessBound time.Duration // see Result
 }
 
 func (r *runner) now() time.Duration { return time.Since(r.start) }
@@ -362,7 +364,10 @@ func (r *runner) recordRelease(op Op, err error) {
 // liveness checks, with a fresh client, that every key can be acquired
 // within the bound; the acquisitions join the history (as one more client).
 func (r *runner) liveness(ctx context.Context, newLocker NewLocker) error {
+	r.livenessBound = r.o.Liveness
+	start := time.Now()
 	l, err := r.livenessClient(ctx, newLocker)
+	r.livenessSlowest = time.Since(start)
 	if err != nil {
 		return fmt.Errorf("history: new locker for the liveness check: %w", err)
 	}
@@ -374,6 +379,7 @@ func (r *runner) liveness(ctx context.Context, newLocker NewLocker) error {
 		op.Call = r.now()
 		lease, err := r.livenessAcquire(actx, l, key)
 		op.Return = r.now()
+		r.livenessSlowest = max(r.livenessSlowest, op.Return-op.Call)
 		cancel()
 		if err != nil {
 			op.Outcome, op.Err = Ambiguous, err.Error()
@@ -417,7 +423,8 @@ func (r *runner) livenessClient(ctx context.Context, newLocker NewLocker) (locke
 func (r *runner) check() *Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := &Result{Seed: r.o.Seed, Duration: r.now(), Keys: r.keys, Ops: r.ops, Windows: r.faults.windows(), limit: r.o.Limit}
+	res := &Result{Seed: r.o.Seed, Duration: r.now(), Keys: r.keys, Ops: r.ops, Windows: r.faults.windows(), limit: r.o.Limit,
+		LivenessSlowest: r.livenessSlowest, LivenessBound: r.livenessBound}
 	sortOps(res.Ops)
 	c := &res.Counts
 	c.Runs = 1

@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/locker"
 	_ "github.com/distlock/locker/etcd"
+	"github.com/distlock/locker/internal/bounds"
 	"github.com/distlock/locker/internal/launch"
 	"github.com/distlock/locker/internal/procfault"
 	"github.com/distlock/locker/internal/testenv"
@@ -103,6 +104,7 @@ func (f *fixture) takeOver(t *testing.T, b backend, bound time.Duration, since t
 	if err != nil {
 		t.Fatalf("next holder: Acquire within %v (stated bound %v + slack): %v", bound+slack, bound, err)
 	}
+	bounds.Took(t, "next holder granted the key", time.Since(since), bound+slack)
 	t.Logf("next holder granted token %d after %v (stated bound %v)", lease.Token(), time.Since(since).Round(time.Millisecond), bound)
 	if lease.Token() <= prev {
 		t.Errorf("next holder's token %d is not above the dead or stopped holder's %d", lease.Token(), prev)
@@ -117,6 +119,7 @@ func (f *fixture) takeOver(t *testing.T, b backend, bound time.Duration, since t
 // to show no holder and no waiter: nothing of the dead holder stays.
 func (f *fixture) nothingLeft(t *testing.T, lease locker.Lease, bound time.Duration) {
 	t.Helper()
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), bound+slack)
 	defer cancel()
 	if err := lease.Release(ctx); err != nil {
@@ -127,6 +130,7 @@ func (f *fixture) nothingLeft(t *testing.T, lease locker.Lease, bound time.Durat
 		var err error
 		info, err = locker.Inspect(ctx, f.l, f.key)
 		if err == nil && !info.Held && info.Waiters <= 0 { // negative: not counted (Redlock)
+			bounds.Took(t, "nothing left after the release", time.Since(start), bound+slack)
 			return
 		}
 		if ctx.Err() != nil {

@@ -5,10 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/distlock/locker/history"
+	"github.com/distlock/locker/internal/bounds"
 	"github.com/distlock/locker/internal/reliability"
 )
 
@@ -63,7 +65,8 @@ func check(t *testing.T, d *reliability.Deployment, f *reliability.Fault, o reli
 		t.Fatal(err)
 	}
 	res := out.Result
-	t.Logf("%s: %v; %d injections, %d fault windows, %d liveness retries", d.Name, res.Counts, out.Injected, len(res.Windows), out.LivenessRetries)
+	bounds.Took(t, "slowest step of the liveness check", res.LivenessSlowest, res.LivenessBound)
+	t.Logf("%s: %v; %d injections, %d fault windows, %d liveness retries, slowest liveness step %v of %v", d.Name, res.Counts, out.Injected, len(res.Windows), out.LivenessRetries, res.LivenessSlowest.Round(time.Millisecond), res.LivenessBound)
 	if f != nil && f.Outside != "" {
 		t.Logf("outside the guarantee (%s): %d mutual-exclusion violations, not counted", f.Outside, out.Outside)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker/history"
+	"github.com/distlock/locker/internal/bounds"
 	"github.com/distlock/locker/internal/reliability"
 )
 
@@ -159,6 +160,7 @@ func soakOnce(t *testing.T, d *reliability.Deployment, f *reliability.Fault, r *
 		return
 	}
 	r.counts.Add(out.Result.Counts)
+	bounds.Took(t, "slowest step of the liveness check", out.Result.LivenessSlowest, out.Result.LivenessBound)
 	// Violations that count are the ones Judge kept; the table shows
 	// those, and the outside ones apart.
 	r.counts.Violations += len(out.Failed) - out.Result.Counts.Violations
