@@ -114,8 +114,11 @@ func newGuard(t testing.TB, cli *clientv3.Client, prefix string) *etcd.Guard {
 func (h *harness) TTL() time.Duration { return 2 * time.Second }
 
 // ExpirySlack implements conformance.Slacker: a crashed holder's lease lives
-// up to T + R = 2 s after its last renewal, plus etcd's 0.5 s expiry scan.
-func (h *harness) ExpirySlack() time.Duration { return 2 * time.Second }
+// up to T + R = 3 s after its last renewal (R = 1 s past the TTL), plus
+// etcd's 0.5 s expiry scan (docs/design/etcd.md), plus 2 s for a loaded
+// machine: with 0.5 s of room the crash waits took 73–85% of their bound on
+// a quiet machine (scripts/test's bounds report).
+func (h *harness) ExpirySlack() time.Duration { return 3500 * time.Millisecond }
 
 // FIFO implements conformance.FIFOHarness: waiters are served in the order
 // of their keys' create revisions.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -22,7 +23,7 @@ func Took(t testing.TB, what string, took, bound time.Duration) {
 	if path == "" || bound <= 0 || took <= bound/2 {
 		return
 	}
-	line := fmt.Sprintf("%s | %s | took %v of %v (%d%%)\n", t.Name(), what,
+	line := fmt.Sprintf("%s %s | %s | took %v of %v (%d%%)\n", pkg(), t.Name(), what,
 		took.Round(time.Millisecond), bound, int64(100*float64(took)/float64(bound)))
 	// O_APPEND and one write per line: lines from concurrent test binaries
 	// do not interleave. A failure to record is logged, never fatal.
@@ -33,5 +34,26 @@ func Took(t testing.TB, what string, took, bound time.Duration) {
 	}
 	if err != nil {
 		t.Logf("bounds: %v", err)
+	}
+}
+
+// pkg names the test's package by its directory under the module root (a
+// test binary runs in its package's directory): every backend has a
+// TestConformance, and the line must say whose.
+func pkg() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "?"
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if rel, err := filepath.Rel(dir, wd); err == nil {
+				return filepath.ToSlash(rel)
+			}
+			return wd
+		}
+		if filepath.Dir(dir) == dir {
+			return wd
+		}
 	}
 }

@@ -19,8 +19,8 @@ func TestTook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "TestTook | over half | took 7.5s of 10s (75%)\n" +
-		"TestTook | over the bound | took 12s of 10s (120%)\n"
+	want := "internal/bounds TestTook | over half | took 7.5s of 10s (75%)\n" +
+		"internal/bounds TestTook | over the bound | took 12s of 10s (120%)\n"
 	if string(got) != want {
 		t.Fatalf("written:\n%s\nwant:\n%s", got, want)
 	}
