@@ -121,20 +121,26 @@ func TestEtcd_LateGrantGiveBackFails_LockStillFreed(t *testing.T) {
 
 	// The grant's deadline has passed: the key must go within the TTL, plus
 	// the backend's expiry slack, plus room for a loaded machine.
-	c := mustLocker(t, h, nil)
-	bound := ttl + h.ExpirySlack() + 10*time.Second
+	waitFreed(t, mustLocker(t, h, nil), key, restored, ttl+h.ExpirySlack()+10*time.Second,
+		"after A's give-back of a late grant failed: the key outlives it on the renewed shared lease")
+}
+
+// waitFreed polls l until it gets key, and fails t if it is still busy
+// bound after since (why says what that means).
+func waitFreed(t *testing.T, l locker.Locker, key string, since time.Time, bound time.Duration, why string) {
+	t.Helper()
 	for {
-		got, err := c.TryAcquire(ctxFor(t, 10*time.Second), key)
+		got, err := l.TryAcquire(ctxFor(t, 10*time.Second), key)
 		if err == nil {
-			t.Logf("freed %v after the give-back failed", time.Since(restored).Round(time.Millisecond))
+			t.Logf("freed %v after it was due", time.Since(since).Round(time.Millisecond))
 			_ = got.Release(ctxFor(t, 10*time.Second))
 			return
 		}
 		if !errors.Is(err, locker.ErrLocked) && !errors.Is(err, locker.ErrUnavailable) {
-			t.Fatalf("C TryAcquire: %v", err)
+			t.Fatalf("TryAcquire %q: %v", key, err)
 		}
-		if time.Since(restored) > bound {
-			t.Fatalf("C TryAcquire still %v %v after A's give-back of a late grant failed: the key outlives it on the renewed shared lease", err, bound)
+		if time.Since(since) > bound {
+			t.Fatalf("TryAcquire %q still %v %v %s", key, err, bound, why)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
