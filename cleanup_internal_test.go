@@ -58,3 +58,28 @@ func TestRefresh_Failure_CleansUpEntry(t *testing.T) {
 		t.Error("no release was tried after the loss")
 	}
 }
+
+// A grant that arrives after its own deadline is given back; if that release
+// fails, the lock's Expire must run, or an entry the server does not expire
+// by the TTL (an etcd key on a renewed shared lease) is held by nobody until
+// the Locker closes. The real-server case is etcd's
+// TestEtcd_LateGrantGiveBackFails_LockStillFreed.
+func TestGiveBack_Failure_Expires(t *testing.T) {
+	lock := &cleanupLock{expires: make(chan struct{}, 4)}
+	l, _ := New(&stub{acquire: func(context.Context, *driver.Request) (driver.Lock, error) {
+		lock.start = time.Now().Add(-time.Hour) // granted long after its deadline
+		return lock, nil
+	}})
+	defer l.Close()
+	if _, err := l.TryAcquire(context.Background(), "k", WithTTL(time.Second)); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("TryAcquire of a late grant = %v, want ErrLeaseLost", err)
+	}
+	if lock.releases.Load() != 1 {
+		t.Fatalf("releases tried: %d, want 1 give-back", lock.releases.Load())
+	}
+	select {
+	case <-lock.expires:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Expire never called after the give-back of a late grant failed")
+	}
+}

@@ -178,7 +178,7 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 		if err == nil {
 			return l, nil
 		}
-		giveBack(ctx, dl)
+		c.giveBack(ctx, key, dl)
 		if !errors.Is(err, errLateGrant) || attempt >= attempts || actx.Err() != nil {
 			return nil, &opError{c.name, op, key, err}
 		}
@@ -189,11 +189,37 @@ func (c *client) acquire(ctx context.Context, op, key string, opts []Option, do 
 }
 
 // giveBack releases a granted lock that never became a lease, with a
-// timeout of its own: the caller's context may be about to end.
-func giveBack(ctx context.Context, dl driver.Lock) {
+// timeout of its own: the caller's context may be about to end. If the
+// release fails, the lock is expired as a lost lease's is (lease.expire):
+// its deadline has passed, or the backend reported it lost, and an entry
+// that outlives the TTL on the server (an etcd key on the shared lease the
+// Locker keeps renewing, a ZooKeeper node in a live session) would
+// otherwise keep the lock from everyone until the Locker closes.
+func (c *client) giveBack(ctx context.Context, key string, dl driver.Lock) {
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer rcancel()
-	_ = dl.Release(rctx)
+	err := dl.Release(rctx)
+	if err == nil || errors.Is(err, ErrLeaseLost) {
+		return
+	}
+	c.log.LogAttrs(ctx, slog.LevelInfo, "locker: could not give back a granted lock; the backend expires it",
+		slog.String("backend", c.name), slog.String("key", key), slog.Uint64("token", dl.Token()), slog.Any("err", err))
+	c.expireLater(dl)
+}
+
+// expireLater has the backend expire dl's entry in the background, if dl
+// is a driver.Expirer (the server's TTL frees any other lock). It does
+// nothing once the Locker is closed: closing the backend ends the entry.
+func (c *client) expireLater(dl driver.Lock) {
+	x, ok := dl.(driver.Expirer)
+	if !ok {
+		return
+	}
+	c.background(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
+		x.Expire(ctx)
+	})
 }
 
 // begin registers an in-flight call; false once the Locker is closed.

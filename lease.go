@@ -226,13 +226,7 @@ func (l *lease) expire() {
 		l.c.forget(l)
 		l.logLoss(iDeadline, err)
 	}
-	if x, ok := l.dl.(driver.Expirer); ok {
-		l.c.background(func(ctx context.Context) {
-			ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-			defer cancel()
-			x.Expire(ctx)
-		})
-	}
+	l.c.expireLater(l.dl)
 }
 
 // turn waits for this lease's turn to call into the driver; endTurn ends it.

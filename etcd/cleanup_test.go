@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,23 +105,8 @@ func TestEtcd_ServerPausedPastCleanupBudget_ExpiredLockStillFreed(t *testing.T) 
 	// The lease is renewed after the outage, so only the Locker can free
 	// the key now. Give it the lease's whole life again: far more than a
 	// retry needs.
-	b := mustLocker(t, h, nil)
-	bound := ttl + 2*time.Second
-	for {
-		got, err := b.TryAcquire(ctxFor(t, 10*time.Second), key)
-		if err == nil {
-			t.Logf("freed %v after the outage", time.Since(healed).Round(time.Millisecond))
-			_ = got.Release(ctxFor(t, 10*time.Second))
-			return
-		}
-		if !errors.Is(err, locker.ErrLocked) && !errors.Is(err, locker.ErrUnavailable) {
-			t.Fatalf("TryAcquire after the outage: %v", err)
-		}
-		if time.Since(healed) > bound {
-			t.Fatalf("still %v %v after a %v outage that began 1 s before the holder's deadline (TTL %v): the expired lock was never freed", err, bound, pause, ttl)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitFreed(t, mustLocker(t, h, nil), key, healed, ttl+2*time.Second,
+		fmt.Sprintf("after a %v outage that began 1 s before the holder's deadline (TTL %v): the expired lock was never freed", pause, ttl))
 }
 
 // heldPut holds back the first txn that puts a key: the caller sees its
