@@ -167,9 +167,9 @@ type TTLRounder interface {
 // bounded by the TTL alone (a ZooKeeper node lives as long as its session, an
 // etcd key as long as a shared lease). The portable layer calls Expire once
 // when the local deadline passes without a successful refresh, or at once
-// when a lock granted too late to become a lease cannot be given back; the backend
-// then deletes its own entry, conditionally on its owner, so the lock is free
-// for others within the TTL. If a Lock does not implement it, the server is
+// when a lock granted too late to become a lease cannot be given back; the
+// backend then deletes its own entry, conditionally on its owner, so the
+// lock is free for others within the TTL. If a Lock does not implement it, the server is
 // trusted to expire the lock at Start + TTL.
 type Expirer interface {
 	Expire(ctx context.Context)
