@@ -293,7 +293,8 @@ func isLockNotAvailable(err error) bool {
 }
 
 // waitOn runs f, which sends statements on conn, with ctx. With wait (a
-// statement that waits in PostgreSQL's lock queue), it is cancelled by a
+// statement that waits in PostgreSQL's lock queue, or any statement of a
+// session holding its place in a key's queue), it is cancelled by a
 // cancel request, not by pgx's context handling: that closes the
 // connection, but a backend waiting for a lock does not read its socket, so
 // it would stay in the lock queue, and be granted the lock (only to die)

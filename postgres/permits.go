@@ -84,7 +84,10 @@ func (b *backend) probeSQL() string {
 // transactions), and then, first in the queue, looks for a free permit in a
 // transaction, waiting between looks. A failed acquisition leaves session
 // state (advisory locks, LISTEN, idle_session_timeout) that acquire clears
-// (cleanPermitConn).
+// (cleanPermitConn). In the queue, an Acquire's statements end by a cancel
+// request (waitOn), which keeps the connection: pgx's closing of it would
+// leave the Acquire's place in the queue to the server's noticing of the
+// closed socket, after Acquire has returned.
 func (b *backend) attemptPermit(ctx context.Context, conn *pgx.Conn, req *driver.Request, try bool, st *connState) (outcome, grant, error) {
 	if req.Limit > maxLimit {
 		return 0, grant{}, fmt.Errorf("%w: postgres: a limit of %d: at most %d (a row per permit)", locker.ErrInvalidOption, req.Limit, maxLimit)
@@ -131,7 +134,7 @@ func (b *backend) attemptPermit(ctx context.Context, conn *pgx.Conn, req *driver
 		if try {
 			return 0, grant{}, locker.ErrLocked
 		}
-		if err := rollback(ctx, conn); err != nil {
+		if err := waitOn(ctx, conn, true, func(bctx context.Context) error { return rollback(bctx, conn) }); err != nil {
 			return 0, grant{}, err
 		}
 		if err := b.awaitPermit(ctx, conn, req); err != nil {
@@ -202,7 +205,7 @@ func (b *backend) look(ctx context.Context, conn *pgx.Conn, req *driver.Request,
 		batch.Queue("SELECT pg_advisory_unlock_all() WHERE NOT coalesce((SELECT held_until > clock_timestamp() FROM "+
 			b.n.table+" WHERE key = $1), false)", recordKey(string(row)))
 	}
-	if cerr := conn.SendBatch(ctx, batch).Close(); cerr != nil && err == nil {
+	if cerr := waitOn(ctx, conn, !try, func(bctx context.Context) error { return conn.SendBatch(bctx, batch).Close() }); cerr != nil && err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -218,7 +221,11 @@ func (b *backend) look(ctx context.Context, conn *pgx.Conn, req *driver.Request,
 // and at the latest half the TTL, so that the server does not end the
 // waiter's session for its silence.
 func (b *backend) awaitPermit(ctx context.Context, conn *pgx.Conn, req *driver.Request) error {
-	ds, err := b.describe(ctx, conn, "key = ANY("+permitRowsSQL("$3", "$4")+")", req.Limit, []byte(req.Key), int32(req.Limit))
+	var ds []described
+	err := waitOn(ctx, conn, true, func(bctx context.Context) (err error) {
+		ds, err = b.describe(bctx, conn, "key = ANY("+permitRowsSQL("$3", "$4")+")", req.Limit, []byte(req.Key), int32(req.Limit))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("describing the permits: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/internal/testenv"
 )
@@ -13,9 +15,8 @@ import (
 // advisoryLocks counts the advisory locks of the database's sessions other
 // than admin's: a permit acquisition holds some while it waits (its place in
 // the queue, the watch lock), none after it ends.
-func advisoryLocks(t *testing.T, dsn string) int {
+func advisoryLocks(t *testing.T, admin *pgx.Conn) int {
 	t.Helper()
-	admin := adminConn(t, dsn)
 	var n int
 	err := admin.QueryRow(ctxT(t, 10*time.Second), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "+
 		"AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").Scan(&n)
@@ -111,7 +112,7 @@ func TestPermits_EndedWaitsLeaveNoSessionState(t *testing.T) {
 	if err := granted.Release(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if n := advisoryLocks(t, dsn); n != 0 {
+	if n := advisoryLocks(t, adminConn(t, dsn)); n != 0 {
 		t.Fatalf("%d advisory locks after a permit's Acquire and Release, want none", n)
 	}
 	other, err := a.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithLimit(2))
@@ -123,7 +124,7 @@ func TestPermits_EndedWaitsLeaveNoSessionState(t *testing.T) {
 	if _, err := b.Acquire(ctx, k, locker.WithLimit(2)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire with every permit held = %v, want DeadlineExceeded", err)
 	}
-	if n := advisoryLocks(t, dsn); n != 0 {
+	if n := advisoryLocks(t, adminConn(t, dsn)); n != 0 {
 		t.Fatalf("%d advisory locks after a cancelled permit wait, want none", n)
 	}
 	// The connection the wait used went back to the pool clean: it does
@@ -138,6 +139,49 @@ func TestPermits_EndedWaitsLeaveNoSessionState(t *testing.T) {
 	}
 	if listening != 0 {
 		t.Fatalf("%d idle sessions whose last statement was a LISTEN, want none", listening)
+	}
+	for _, l := range []locker.Lease{held, other} {
+		if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPermits_CancelledWaitLeavesTheQueueWhenItReturns: an Acquire
+// cancelled at any point of its wait has left the key's queue when it
+// returns — Inspect counts it no more and the next waiter is first — not
+// once the server notices a dropped connection.
+func TestPermits_CancelledWaitLeavesTheQueueWhenItReturns(t *testing.T) {
+	dsn := testenv.PostgresDB(t)
+	a, b := newLocker(t, dsn), newLocker(t, dsn)
+	k := randomKey("permits-cancel")
+	held, err := a.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := a.TryAcquire(ctxT(t, 10*time.Second), k, locker.WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The wait's first steps (the queue, the first look, its rollback, the
+	// description of the holders) take a few milliseconds: cancels spread
+	// over the first 30 land in each of them.
+	for i := range 60 {
+		ctx, cancel := context.WithCancel(context.Background())
+		timer := time.AfterFunc(time.Duration(i%30)*time.Millisecond, cancel)
+		_, err := b.Acquire(ctx, k, locker.WithLimit(2))
+		timer.Stop()
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire cancelled after %d ms with every permit held = %v, want Canceled", i%30, err)
+		}
+		info, err := locker.Inspect(ctxT(t, 10*time.Second), a, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters != 0 {
+			t.Fatalf("Inspect after an Acquire cancelled after %d ms returned = %+v, want no waiter", i%30, info)
+		}
 	}
 	for _, l := range []locker.Lease{held, other} {
 		if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
