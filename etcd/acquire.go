@@ -95,12 +95,12 @@ func mismatch(kvs []*mvccpb.KeyValue, limit int) error {
 // records must carry the same limit, and the range's count. With fewer than
 // N predecessors the lock is held at once (one round trip); otherwise it
 // waits. The key is created only once the Acquire has one of the Locker's
-// maxQueued places in the lock's queue (enter), kept until it holds the
+// maxQueued places in the lock's queue (places), kept until it holds the
 // lock or gives up.
 func (b *backend) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lock, err error) {
 	defer markRefusals(&err)
 	lp := lockPrefix(b.prefix, req.Key)
-	leave, err := b.enter(ctx, lp)
+	leave, err := b.places.Enter(ctx, lp)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/places"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -67,14 +68,13 @@ type backend struct {
 	closed bool
 	leases map[time.Duration]*sharedLease // by lock TTL
 
-	qmu    sync.Mutex
-	queues map[string]*queue // by lock range: see enter
+	places *places.Set // by lock range: see maxQueued
 }
 
 func newBackend(cli *clientv3.Client, c config, owned bool) *backend {
 	b := &backend{
 		cli: cli, owned: owned, prefix: c.prefix, timeout: c.requestTimeout, log: c.logger,
-		grantSem: make(chan struct{}, 1), leases: map[time.Duration]*sharedLease{}, queues: map[string]*queue{},
+		grantSem: make(chan struct{}, 1), leases: map[time.Duration]*sharedLease{}, places: places.New(maxQueued),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
