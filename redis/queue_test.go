@@ -278,3 +278,70 @@ func TestRedis_CrashedHeadWaiter_NextGetsTheLockSoon(t *testing.T) {
 		t.Fatalf("the waiter behind a dead head still waits %v after the release", time.Since(released))
 	}
 }
+
+// Many waiters in one Locker: at most 8 of them are in the lock's queue in
+// Redis at a time (each queued waiter costs the server a heartbeat every
+// 200 ms), the others wait in the process; every one of them gets the lock.
+func TestRedis_ManyWaitersInOneLocker_FewQueueAtTheServer(t *testing.T) {
+	const waiters = 40
+	srv := testenv.RedisMasters(t, 1).Nodes[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	plain := direct(t, srv.Addr())
+	const key = "crowd"
+	ttl := locker.WithTTL(time.Minute)
+	holder, err := newSingle(t, srv.Addr(), ttl).Acquire(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newSingle(t, srv.Addr(), ttl)
+	q, _ := queueKeys(key)
+	seen := make(chan int64, waiters)
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			lease, err := l.Acquire(ctx, key)
+			if err != nil {
+				errs <- err
+				return
+			}
+			n, err := plain.ZCard(ctx, q).Result()
+			seen <- n
+			if rerr := lease.Release(ctx); err == nil {
+				err = rerr
+			}
+			errs <- err
+		}()
+	}
+	// Let the crowd settle: the queue stops growing (at 8 entries; all 40
+	// without the bound).
+	for last := int64(-1); ; {
+		n, err := plain.ZCard(ctx, q).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == last && n >= 8 {
+			break
+		}
+		last = n
+		select {
+		case <-ctx.Done():
+			t.Fatalf("queue of %q holds %d waiters", key, n)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range waiters {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(seen)
+	for n := range seen {
+		if n > 8 {
+			t.Fatalf("a waiter granted the lock saw %d entries in the queue in Redis, want at most 8 from one Locker", n)
+		}
+	}
+}
