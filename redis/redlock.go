@@ -15,6 +15,7 @@ import (
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/driver"
+	"github.com/distlock/locker/internal/places"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -63,7 +64,7 @@ type redlock struct {
 	nodes       []goredis.UniversalClient // distinct masters
 	owned       []goredis.UniversalClient // every client given, closed by Close if closeClient
 	subs        []*subscriber
-	gates       gates
+	gates       *places.Set // one Acquire per key at a time (see Acquire)
 	quorum      int
 	nodeTimeout time.Duration // 0: derived from each lease's TTL
 	closeClient bool
@@ -89,7 +90,8 @@ func newRedlock(clients []goredis.UniversalClient, cfg config) (*redlock, error)
 	if err != nil {
 		return nil, err
 	}
-	r := &redlock{base: bs, nodes: nodes, owned: clients, quorum: len(nodes)/2 + 1, nodeTimeout: cfg.NodeTimeout, closeClient: cfg.CloseClients}
+	r := &redlock{base: bs, nodes: nodes, owned: clients, gates: places.New(1), quorum: len(nodes)/2 + 1,
+		nodeTimeout: cfg.NodeTimeout, closeClient: cfg.CloseClients}
 	r.bgCtx, r.bgCancel = context.WithCancel(context.Background())
 	for _, c := range nodes {
 		r.subs = append(r.subs, r.subscriber(c))
@@ -578,7 +580,7 @@ func (r *redlock) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lo
 	a := r.newAcquisition(req)
 	// One acquisition per key at a time in this Locker: its goroutines would
 	// only split the masters between themselves.
-	release, err := r.gates.enter(ctx, a.n.tag)
+	release, err := r.gates.Enter(ctx, a.n.tag)
 	if err != nil {
 		return nil, err
 	}
@@ -788,44 +790,4 @@ func (l *rlock) Release(ctx context.Context) (err error) {
 		return fmt.Errorf("redlock: released on %d of %d masters, %d failed: %w", released, len(l.r.nodes), failed, err)
 	}
 	return locker.ErrLeaseLost
-}
-
-// gates lets one goroutine per key at a time into Acquire.
-type gates struct {
-	mu sync.Mutex
-	m  map[string]*gate
-}
-
-type gate struct {
-	ch   chan struct{} // holds a value while a goroutine is inside
-	refs int           // goroutines inside or waiting; the gate goes at 0
-}
-
-// enter waits for key's gate, or for ctx to end, and returns its release.
-func (g *gates) enter(ctx context.Context, key string) (func(), error) {
-	g.mu.Lock()
-	if g.m == nil {
-		g.m = map[string]*gate{}
-	}
-	gt := g.m[key]
-	if gt == nil {
-		gt = &gate{ch: make(chan struct{}, 1)}
-		g.m[key] = gt
-	}
-	gt.refs++
-	g.mu.Unlock()
-	leave := func() {
-		g.mu.Lock()
-		if gt.refs--; gt.refs == 0 {
-			delete(g.m, key)
-		}
-		g.mu.Unlock()
-	}
-	select {
-	case gt.ch <- struct{}{}:
-		return func() { <-gt.ch; leave() }, nil
-	case <-ctx.Done():
-		leave()
-		return nil, ctx.Err()
-	}
 }
