@@ -55,6 +55,9 @@ type Result struct {
 
 	// samples are the latencies of the operations, kept for merging rounds.
 	samples []time.Duration
+	// grants counts every grant of a handoff run, timed or not: the W
+	// waiters' last grants after the n timed ones too.
+	grants int
 }
 
 // RoundFigure is one round's throughput and median latency.

@@ -154,8 +154,10 @@ type ScalePoint struct {
 	// ClientCPU is the CPU this process used per second of wall time
 	// while the N leases were held and nothing else ran: their refreshes.
 	ClientCPU float64 `json:"client_cpu_per_sec,omitempty"`
-	// CPUPerOp is server CPU seconds per handoff (waiters) or pair
-	// (lockers); 0 when unknown.
+	// CPUPerOp is server CPU seconds per grant (waiters: every grant of
+	// the run, the timed handoffs and each waiter's last one after them,
+	// as the CPU is sampled once all have ended) or pair (lockers); 0 when
+	// unknown.
 	CPUPerOp float64 `json:"server_cpu_per_op_s,omitempty"`
 
 	Errors     int    `json:"errors"`
@@ -433,8 +435,8 @@ func waitersCurve(ctx context.Context, c *ScaleConfig, t *ScaleTarget, prefix st
 			r, err := handoff(ctx, ms, key, w, c.Handoffs, p)
 			s1, ok1 := t.sample(ctx)
 			fill(pt, r, err)
-			if ok0 && ok1 && s0.CPU >= 0 && r != nil && r.Ops > 0 {
-				pt.CPUPerOp = (s1.CPU - s0.CPU) / float64(r.Ops)
+			if ok0 && ok1 && s0.CPU >= 0 && r != nil && r.grants > 0 {
+				pt.CPUPerOp = (s1.CPU - s0.CPU) / float64(r.grants)
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s %d: %w", mode.curve, w, err))

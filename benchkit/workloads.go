@@ -82,6 +82,7 @@ func handoff(ctx context.Context, ms []Mutex, key string, w, n int, p *Progress)
 	base := time.Now()
 	var (
 		remaining   atomic.Int64
+		grants      atomic.Int64
 		lastRelease atomic.Int64 // since base, in ns; 0 before the first release
 		lastHolder  atomic.Int64 // the waiter that held last; -1 before the first grant
 		end         atomic.Int64 // since base, in ns: the n-th grant
@@ -107,6 +108,7 @@ func handoff(ctx context.Context, ms []Mutex, key string, w, n int, p *Progress)
 					return
 				}
 				got := time.Since(base)
+				grants.Add(1)
 				// Only the holder touches lastHolder and remaining, so
 				// these steps need no lock of their own.
 				handed := w == 1 || lastHolder.Swap(int64(me)) != int64(me)
@@ -147,7 +149,7 @@ func handoff(ctx context.Context, ms []Mutex, key string, w, n int, p *Progress)
 	if stop == 0 {
 		stop = time.Since(base)
 	}
-	r := &Result{Ops: n - int(max(0, remaining.Load())), Elapsed: stop - t0, samples: lat.all}
+	r := &Result{Ops: n - int(max(0, remaining.Load())), Elapsed: stop - t0, samples: lat.all, grants: int(grants.Load())}
 	errs.fill(r)
 	if r.Errors > 0 && r.Ops < n {
 		return r, fmt.Errorf("%d of %d handoffs done; first error: %s", r.Ops, n, r.FirstError)
