@@ -15,9 +15,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// errKeyGone: the own waiter key vanished while waiting — its lease expired
-// or someone deleted it. The wait cannot go on without it.
-var errKeyGone = errors.New("etcd: own waiter key is gone (lease expired or key deleted)")
+// errPlaceLost: the own waiter key vanished while waiting — its shared
+// lease died (not renewed in time by a loaded or cut-off server, or
+// revoked) or someone deleted it. The Acquire held nothing and lost only its
+// place: it queues again, on a new lease.
+var errPlaceLost = errors.New("etcd: own waiter key is gone (lease expired or key deleted)")
 
 // TryAcquire of a plain lock creates the own key only if the lock's range is
 // empty: one txn guarded on the whole range having no key (CreateRevision
@@ -105,6 +107,20 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (_ driver.Lo
 		return nil, err
 	}
 	defer leave()
+	for {
+		l, err := b.queue(ctx, lp, req)
+		if !errors.Is(err, errPlaceLost) {
+			return l, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		b.log.Info("etcd: a waiting Acquire lost its place; queueing again", "key", req.Key, "cause", err)
+	}
+}
+
+// queue creates the own key of an Acquire and waits until it holds the lock.
+func (b *backend) queue(ctx context.Context, lp string, req *driver.Request) (_ driver.Lock, err error) {
 	var sl *sharedLease
 	err = patiently(ctx, nil, func() (err error) {
 		sl, err = b.lease(ctx, req.TTL)
@@ -257,7 +273,7 @@ func (b *backend) wait(ctx context.Context, w *waiter) (time.Time, error) {
 			watching = false
 			continue
 		case !resp.Succeeded:
-			return time.Time{}, errKeyGone
+			return time.Time{}, errPlaceLost
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if w.update(kvs, len(kvs), resp.Header.Revision) {
@@ -296,7 +312,7 @@ func (b *backend) watchChange(ctx context.Context, sl *sharedLease, w *waiter) (
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-sl.done:
-			return false, fmt.Errorf("%w while waiting", sl.err())
+			return false, sl.placeLost()
 		case wr, ok := <-ch:
 			if !ok || wr.Canceled || wr.Err() != nil {
 				return false, nil
@@ -434,7 +450,7 @@ func newBackoff() *backoff { return &backoff{d: 50 * time.Millisecond} }
 func (b *backoff) reset() { b.d = 50 * time.Millisecond }
 
 // sleep waits the current delay; it fails early when ctx ends or the lease
-// (if not nil) dies.
+// (if not nil) dies, and the Acquire with it has lost its place.
 func (b *backoff) sleep(ctx context.Context, sl *sharedLease) error {
 	t := time.NewTimer(b.d/2 + rand.N(b.d/2+1))
 	defer t.Stop()
@@ -447,7 +463,7 @@ func (b *backoff) sleep(ctx context.Context, sl *sharedLease) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-dead:
-		return sl.err()
+		return sl.placeLost()
 	case <-t.C:
 		return nil
 	}

@@ -90,6 +90,17 @@ func (s *sharedLease) err() error {
 	return s.cause
 }
 
+// placeLost is the error of an Acquire that waited on s when s died:
+// errPlaceLost with the cause, so that it queues again — or the cause alone
+// when the Locker closed.
+func (s *sharedLease) placeLost() error {
+	cause := s.err()
+	if errors.Is(cause, locker.ErrClosed) {
+		return cause
+	}
+	return fmt.Errorf("%w: %w", errPlaceLost, cause)
+}
+
 // add registers a granted lock for loss reports; false if the lease is dead.
 func (s *sharedLease) add(l *lock) bool {
 	s.mu.Lock()
