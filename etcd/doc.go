@@ -32,8 +32,9 @@
 // admits a token and applies your txn ops atomically with Write.
 //
 // A Locker keeps at most 8 waiting keys per lock; its further Acquires wait
-// in the process, in arrival order. A waiter whose lease dies queues again. Inspect, List, WithValue, Publish and
-// Watch work (Granted is zero; a watch ends if its member loses the leader).
+// in the process, in arrival order. A waiter whose lease dies queues again.
+// Inspect, List, WithValue, Publish and Watch work (Granted is zero; a watch
+// ends if its member loses the leader).
 // WithLimit: the N oldest keys hold; another limit is ErrInvalidOption;
 // fence permits with PermitGuard (a Guard admits only the highest token).
 // WithMinHold d: not freed before d after the grant; after a crash, by ⌈d⌉+T/2+R.
