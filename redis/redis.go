@@ -115,7 +115,8 @@ type backend struct {
 // the process, in arrival order, for one of those places. Every queued
 // waiter renews its entry every heartbeatEvery: without a bound, 1,000
 // waiters in one Locker cost the server 5,000 scripts a second whatever
-// the handoffs (82× the server CPU per handoff of one waiter, measured).
+// the handoffs (measured: 1.5–9.8 ms of server CPU per grant at W = 1,000,
+// against 0.1–0.2 ms at W = 1; docs/design/redis.md, Waiting).
 const maxQueued = 8
 
 func newBackend(client goredis.UniversalClient, cfg config) (*backend, error) {
