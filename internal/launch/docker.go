@@ -80,7 +80,7 @@ func (d *Docker) Run(ctx context.Context, sp Spec) (_ *Container, err error) {
 		Labels:       labels(),
 		ExposedPorts: network.PortSet{},
 	}
-	hc := &container.HostConfig{PortBindings: network.PortMap{}, ExtraHosts: sp.ExtraHosts}
+	hc := &container.HostConfig{PortBindings: network.PortMap{}, ExtraHosts: sp.ExtraHosts, Binds: sp.Binds}
 	for _, s := range sp.Services {
 		// Published on loopback only, under the number the server listens
 		// on (see the package doc, Addresses).

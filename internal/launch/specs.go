@@ -28,6 +28,10 @@ type Spec struct {
 	// path (certificates, keys, configuration): owned by root, mode 0644
 	// unless File.Mode says otherwise.
 	Files map[string]File
+	// Binds are host directories mounted into the container
+	// ("/host/dir:/container/dir"): a data directory on a disk the test
+	// controls, say.
+	Binds []string
 }
 
 // A File is the content and mode of one file of Spec.Files.

@@ -391,3 +391,49 @@ func TestPrivate_FilesCopiedBeforeStart(t *testing.T) {
 		t.Fatalf("mode of secret.key: %q, want 600", out)
 	}
 }
+
+// TestSlowDisk_StallHoldsWritesUntilResume: a server on a stalled disk
+// accepts no write (each waits for its log flush) and takes them all once
+// the disk resumes.
+func TestSlowDisk_StallHoldsWritesUntilResume(t *testing.T) {
+	t.Parallel()
+	t.Run("etcd", func(t *testing.T) {
+		t.Parallel()
+		s, d := testenv.EtcdOnSlowDisk(t)
+		c := etcdClient(t, s.Addr())
+		if err := etcdPut(c, 10*time.Second, "/before"); err != nil {
+			t.Fatal(err)
+		}
+		d.Stall()
+		if err := etcdPut(c, 2*time.Second, "/stalled"); err == nil {
+			t.Fatal("etcd took a write while its disk was stalled")
+		}
+		d.Resume()
+		eventually(t, 30*time.Second, func() error { return etcdPut(c, 3*time.Second, "/after") })
+	})
+	t.Run("zookeeper", func(t *testing.T) {
+		t.Parallel()
+		s, d := testenv.ZooKeeperOnSlowDisk(t)
+		c := zkConnect(t, s.Addr())
+		if err := zkCreateGet(c, "/before"); err != nil {
+			t.Fatal(err)
+		}
+		d.Stall()
+		created := make(chan error, 1)
+		go func() { created <- zkCreateGet(c, "/stalled") }()
+		select {
+		case err := <-created:
+			t.Fatalf("ZooKeeper answered a create while its disk was stalled: %v", err)
+		case <-time.After(2 * time.Second):
+		}
+		d.Resume()
+		select {
+		case err := <-created:
+			if err != nil {
+				t.Fatalf("create held by the stall, after Resume: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a create held by the stall did not finish within 30 s of Resume")
+		}
+	})
+}

@@ -1,0 +1,50 @@
+package testenv
+
+import (
+	"testing"
+
+	"github.com/distlock/locker/internal/launch"
+	"github.com/distlock/locker/internal/slowdisk"
+)
+
+// EtcdOnSlowDisk starts an etcd 3.6 single member private to the calling
+// test whose data directory (its write-ahead log and database) is on a
+// slowdisk.Disk: the test slows down or stalls the member's fdatasyncs.
+func EtcdOnSlowDisk(t testing.TB) (*Server, *slowdisk.Disk) {
+	t.Helper()
+	return onSlowDisk(t, "etcd", "LOCKER_TEST_ETCD_ENDPOINTS", func(img Images, port int) launch.Spec {
+		return launch.EtcdSingle(img.Etcd, nil, port)
+	})
+}
+
+// ZooKeeperOnSlowDisk starts a standalone ZooKeeper 3.8 private to the
+// calling test, configured as the shared one, whose data directory (its
+// transaction log and snapshots) is on a slowdisk.Disk.
+func ZooKeeperOnSlowDisk(t testing.TB) (*Server, *slowdisk.Disk) {
+	t.Helper()
+	return onSlowDisk(t, "zookeeper", "LOCKER_TEST_ZOOKEEPER_ADDR", func(img Images, port int) launch.Spec {
+		return zkSpec(img, port, 1, "")
+	})
+}
+
+// onSlowDisk mounts a slow disk and starts the server mk makes with the disk
+// as its /data. The container is removed before the disk is unmounted
+// (t.Cleanup runs last-registered first).
+func onSlowDisk(t testing.TB, kind, envVar string, mk func(img Images, port int) launch.Spec) (*Server, *slowdisk.Disk) {
+	t.Helper()
+	d, err := slowdisk.Mount(t.TempDir(), t.TempDir())
+	if err != nil {
+		unavailable(t, "%v (a slow disk needs /dev/fuse and the right to mount)", err)
+	}
+	t.Cleanup(func() {
+		if err := d.Unmount(); err != nil {
+			t.Errorf("testenv: %v", err)
+		}
+	})
+	s := Private(t, kind, envVar, func(img Images, port int) launch.Spec {
+		sp := mk(img, port)
+		sp.Binds = append(sp.Binds, d.Dir+":/data")
+		return sp
+	})
+	return s, d
+}
