@@ -175,12 +175,14 @@ func etcdConnect(prefix string) func(context.Context, []string) (locker.Locker, 
 	}
 }
 
-// Etcd is a single etcd 3.6 member (testenv's shared one).
+// Etcd is a single etcd 3.6 member of its own, on a disk whose flushes the
+// faults can stall.
 func Etcd(t testing.TB) *Deployment {
+	s, disk := testenv.EtcdOnSlowDisk(t)
 	d := &Deployment{Name: "etcd", TellingFault: "client blackhole", TTL: time.Second, Liveness: 10 * time.Second, tb: t, Permits: true,
-		servers: []*testenv.Server{testenv.Etcd(t)}, connect: etcdConnect("rel-" + fresh() + "/")}
+		servers: []*testenv.Server{s}, connect: etcdConnect("rel-" + fresh() + "/")}
 	d.proxies(t)
-	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
+	d.Faults = append(append(clientFaults(d), serverFaults(d, true)...), diskFault(disk))
 	return d
 }
 
@@ -205,13 +207,15 @@ func zkConnect(root string, ttl time.Duration) func(context.Context, []string) (
 	}
 }
 
-// ZooKeeper is a standalone ZooKeeper 3.8 (testenv's shared one).
+// ZooKeeper is a standalone ZooKeeper 3.8 of its own, on a disk whose
+// flushes the faults can stall.
 func ZooKeeper(t testing.TB) *Deployment {
 	const ttl = 2 * time.Second
+	s, disk := testenv.ZooKeeperOnSlowDisk(t)
 	d := &Deployment{Name: "zookeeper", TellingFault: "client blackhole", TTL: ttl, Liveness: 10 * time.Second, tb: t, Permits: true,
-		servers: []*testenv.Server{testenv.ZooKeeper(t)}, connect: zkConnect("/rel-"+fresh(), ttl)}
+		servers: []*testenv.Server{s}, connect: zkConnect("/rel-"+fresh(), ttl)}
 	d.proxies(t)
-	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
+	d.Faults = append(append(clientFaults(d), serverFaults(d, true)...), diskFault(disk))
 	return d
 }
 

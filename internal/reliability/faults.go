@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/locker/internal/slowdisk"
 	"github.com/distlock/locker/internal/testenv"
 )
 
@@ -65,6 +66,19 @@ func serverFaults(d *Deployment, persistent bool) []Fault {
 		}, MinHold: d.TTL + 100*time.Millisecond},
 		restartAtOnce,
 	}
+}
+
+// diskFault stalls a single server's disk: its log flushes wait, and so does
+// every write, while the server goes on answering what needs none (reads;
+// on etcd, lease renewals, which the leader grants from memory). When the
+// disk resumes, the writes land at once, and etcd's lessor may revoke
+// every lease whose renewals could not be applied meanwhile (etcd#15247):
+// a holder must have seen its loss by then.
+func diskFault(disk *slowdisk.Disk) Fault {
+	return Fault{Name: "disk stall", Inject: func(h *Harm) {
+		h.Do(func(testing.TB) { disk.Stall() })
+		h.Undo(func(testing.TB) { disk.Resume() })
+	}}
 }
 
 // pick returns k distinct servers of d at random.

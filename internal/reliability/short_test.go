@@ -101,6 +101,8 @@ func notTheRuns() []goleak.Option {
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"),
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).RemoveToxic.func1"),
+		// A slow disk's FUSE server starts readers as requests come.
+		goleak.IgnoreAnyFunction("github.com/hanwen/go-fuse/v2/fuse.(*Server).loop"),
 	}
 }
 
