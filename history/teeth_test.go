@@ -30,6 +30,7 @@ func TestToy_Sound(t *testing.T) {
 func TestToy_SoundUnderNemeses(t *testing.T) {
 	for name, nemesis := range map[string]func(*toy, time.Duration) toyFault{
 		"follower cut off": staleFollower, "clock stepped back": clockStep, "failover": failover,
+		"disk stall": diskStall,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -92,6 +93,10 @@ func TestTeeth(t *testing.T) {
 		// the next holder falls inside the refreshed deadline.
 		{"RefreshTrustsStaleRead", flawStaleRefresh, false,
 			[]history.CheckName{history.CheckLinearizable}, staleFollower},
+		// The service frees every lock when its stalled disk resumes: the
+		// next holder falls inside the deadline of one that refreshed.
+		{"StallFreesEveryLock", flawStallFreesAll, false,
+			[]history.CheckName{history.CheckLinearizable}, diskStall},
 		// The server's clock steps back and the tokens, read from it,
 		// with it.
 		{"TokensFromClockAlone", flawClockTokens, false,

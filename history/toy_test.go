@@ -32,6 +32,10 @@ type toy struct {
 	grants map[string][]toyGrant
 	// clockStep is how far the server's clock has been stepped back.
 	clockStep time.Duration
+	// stalled, while set, is a stalled disk: no write is applied, so every
+	// grant, refresh and release waits (until the stall ends or its caller
+	// gives up), while locks go on expiring.
+	stalled atomic.Bool
 }
 
 type flaw string
@@ -66,9 +70,28 @@ const (
 	// owner for a match: a late release of an old holder deletes the lock
 	// of whoever holds it now.
 	flawFailoverRelease flaw = "release-ignores-owner-after-failover"
+	// When its stalled disk resumes (the diskStall nemesis), the service
+	// frees every lock, refreshed or not: etcd#15247, where a leader whose
+	// fdatasync had stalled revoked every lease.
+	flawStallFreesAll flaw = "stall-frees-every-lock"
 )
 
 var errOutage = errors.New("toy: connection reset")
+
+// waitStall waits while the disk is stalled; it returns ctx's error if the
+// caller gave up first.
+func (s *toy) waitStall(ctx context.Context) error {
+	for s.stalled.Load() {
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
 
 // outage runs apply, or not, as a lossy network would; the caller returns
 // the error when it is not nil.
@@ -136,6 +159,9 @@ func (c *toyClient) TryAcquire(ctx context.Context, req *driver.Request) (driver
 	}
 	start := time.Now()
 	s := c.s
+	if err := s.waitStall(ctx); err != nil {
+		return nil, err
+	}
 	var l driver.Lock
 	var err error
 	if lerr := s.outage(func() { l, err = c.grant(req, start) }); lerr != nil {
@@ -200,9 +226,12 @@ type toyLock struct {
 func (l *toyLock) Token() uint64    { return l.token }
 func (l *toyLock) Start() time.Time { return l.start }
 
-func (l *toyLock) Refresh(_ context.Context, ttl time.Duration) error {
-	now := time.Now()
+func (l *toyLock) Refresh(ctx context.Context, ttl time.Duration) error {
 	s := l.c.s
+	if err := s.waitStall(ctx); err != nil {
+		return err
+	}
+	now := time.Now()
 	var err error
 	if lerr := s.outage(func() {
 		s.mu.Lock()
@@ -236,8 +265,11 @@ func (l *toyLock) Refresh(_ context.Context, ttl time.Duration) error {
 	return err
 }
 
-func (l *toyLock) Release(context.Context) error {
+func (l *toyLock) Release(ctx context.Context) error {
 	s := l.c.s
+	if err := s.waitStall(ctx); err != nil {
+		return err
+	}
 	var err error
 	if lerr := s.outage(func() {
 		s.mu.Lock()
@@ -283,6 +315,19 @@ func staleFollower(s *toy, ttl time.Duration) toyFault {
 			defer s.mu.Unlock()
 			s.lag = 0
 		}}
+}
+
+// diskStall stalls the service's disk for a quarter of a TTL: calls wait
+// for it to resume, and the holders' deadlines outlast it.
+func diskStall(s *toy, ttl time.Duration) toyFault {
+	return toyFault{"disk stall", ttl / 2, ttl / 4, func() { s.stalled.Store(true) }, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.flaw == flawStallFreesAll && s.stalled.Load() {
+			clear(s.locks)
+		}
+		s.stalled.Store(false)
+	}}
 }
 
 // clockStep steps the server's wall clock back by ten TTLs each time.
