@@ -186,9 +186,10 @@ func Etcd(t testing.TB) *Deployment {
 	return d
 }
 
-// EtcdCluster is a 3-member etcd 3.6 cluster; clients know every member.
+// EtcdCluster is a 3-member etcd 3.6 cluster, each member on a disk whose
+// flushes the faults can stall; clients know every member.
 func EtcdCluster(t testing.TB) *Deployment {
-	c := testenv.EtcdCluster(t)
+	c := testenv.EtcdClusterOnSlowDisks(t)
 	// After a partition of a majority heals, this cluster sometimes needs
 	// about 30 s to elect a leader again (a direct client's Grant fails
 	// meanwhile; see docs/reliability.md): the bound says so.
@@ -219,10 +220,11 @@ func ZooKeeper(t testing.TB) *Deployment {
 	return d
 }
 
-// ZooKeeperEnsemble is a 3-server ZooKeeper 3.8 ensemble.
+// ZooKeeperEnsemble is a 3-server ZooKeeper 3.8 ensemble, each server on a
+// disk whose flushes the faults can stall.
 func ZooKeeperEnsemble(t testing.TB) *Deployment {
 	const ttl = 3 * time.Second
-	c := testenv.ZooKeeperEnsemble(t)
+	c := testenv.ZooKeeperEnsembleOnSlowDisks(t)
 	d := &Deployment{Name: "zookeeper-3", TellingFault: "partition the leader", TTL: ttl, Liveness: 20 * time.Second, tb: t, Permits: true,
 		servers: c.Nodes, cluster: c, connect: zkConnect("/rel-"+fresh(), ttl)}
 	d.proxies(t)

@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -160,5 +161,12 @@ func clusterFaults(d *Deployment) []Fault {
 			h.Do(l.Kill)
 			h.Undo(l.Restart)
 		}, Hold: time.Millisecond},
+		// The leader keeps its role (its heartbeats need no disk) while
+		// nothing commits: the etcd#15247 case.
+		{Name: "leader disk stall", Inject: func(h *Harm) {
+			disk := c.Disks[slices.Index(c.Nodes, c.Leader(h.TB))]
+			h.Do(func(testing.TB) { disk.Stall() })
+			h.Undo(func(testing.TB) { disk.Resume() })
+		}},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker/internal/launch"
+	"github.com/distlock/locker/internal/slowdisk"
 )
 
 // A Cluster is a group of servers private to the calling test, removed at
@@ -19,7 +20,18 @@ import (
 type Cluster struct {
 	// Nodes are the members, in a fixed order.
 	Nodes []*Server
+	// Disks are the members' data directories, in the order of Nodes, for
+	// a cluster started on slow disks; nil otherwise.
+	Disks []*slowdisk.Disk
 	kind  string
+}
+
+// disk returns member i's slow disk, nil for a cluster without.
+func (c *Cluster) disk(i int) *slowdisk.Disk {
+	if c.Disks == nil {
+		return nil
+	}
+	return c.Disks[i]
 }
 
 // Addrs returns every member's client address, in the order of Nodes.
@@ -216,27 +228,61 @@ func RedisCluster(t testing.TB) *Cluster {
 // from the member list keep reaching them.
 func EtcdCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return etcdCluster(t, &Cluster{})
+}
+
+// EtcdClusterOnSlowDisks is EtcdCluster with each member's data directory
+// on a slowdisk.Disk of its own (Cluster.Disks).
+func EtcdClusterOnSlowDisks(t testing.TB) *Cluster {
+	t.Helper()
+	return etcdCluster(t, &Cluster{Disks: mountSlowDisks(t, 3)})
+}
+
+// etcdCluster starts a 3-member etcd cluster on c's disks.
+func etcdCluster(t testing.TB, c *Cluster) *Cluster {
+	t.Helper()
 	var initial []string
 	for i := range 3 {
 		initial = append(initial, fmt.Sprintf("e%d=http://etcd%d:2380", i+1, i+1))
 	}
 	token := "locker-" + launch.RandomID(4)
-	return newCluster(t, "etcd", 3, true, func(img Images, i int, ports []int) launch.Spec {
-		return launch.Etcd(img.Etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
+	started := newCluster(t, "etcd", 3, true, func(img Images, i int, ports []int) launch.Spec {
+		sp := launch.Etcd(img.Etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
+		onDisk(&sp, c.disk(i))
+		return sp
 	})
+	started.Disks = c.Disks
+	return started
 }
 
 // ZooKeeperEnsemble returns a 3-server ZooKeeper 3.8 ensemble with the
 // settings of ZooKeeper.
 func ZooKeeperEnsemble(t testing.TB) *Cluster {
 	t.Helper()
+	return zooKeeperEnsemble(t, &Cluster{})
+}
+
+// ZooKeeperEnsembleOnSlowDisks is ZooKeeperEnsemble with each server's data
+// directory on a slowdisk.Disk of its own (Cluster.Disks).
+func ZooKeeperEnsembleOnSlowDisks(t testing.TB) *Cluster {
+	t.Helper()
+	return zooKeeperEnsemble(t, &Cluster{Disks: mountSlowDisks(t, 3)})
+}
+
+// zooKeeperEnsemble starts a 3-server ensemble on c's disks.
+func zooKeeperEnsemble(t testing.TB, c *Cluster) *Cluster {
+	t.Helper()
 	var servers strings.Builder
 	for i := range 3 {
 		fmt.Fprintf(&servers, "server.%d=zookeeper%d:2888:3888\n", i+1, i+1)
 	}
-	return newCluster(t, "zookeeper", 3, true, func(img Images, i int, ports []int) launch.Spec {
-		return zkSpec(img, ports[i], i+1, servers.String())
+	started := newCluster(t, "zookeeper", 3, true, func(img Images, i int, ports []int) launch.Spec {
+		sp := zkSpec(img, ports[i], i+1, servers.String())
+		onDisk(&sp, c.disk(i))
+		return sp
 	})
+	started.Disks = c.Disks
+	return started
 }
 
 // A LinkedEnsemble is a 3-server ZooKeeper ensemble whose members reach one

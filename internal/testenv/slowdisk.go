@@ -28,23 +28,43 @@ func ZooKeeperOnSlowDisk(t testing.TB) (*Server, *slowdisk.Disk) {
 }
 
 // onSlowDisk mounts a slow disk and starts the server mk makes with the disk
-// as its /data. The container is removed before the disk is unmounted
-// (t.Cleanup runs last-registered first).
+// as its /data.
 func onSlowDisk(t testing.TB, kind, envVar string, mk func(img Images, port int) launch.Spec) (*Server, *slowdisk.Disk) {
 	t.Helper()
-	d, err := slowdisk.Mount(t.TempDir(), t.TempDir())
-	if err != nil {
-		unavailable(t, "%v (a slow disk needs /dev/fuse and the right to mount)", err)
-	}
-	t.Cleanup(func() {
-		if err := d.Unmount(); err != nil {
-			t.Errorf("testenv: %v", err)
-		}
-	})
+	d := mountSlowDisks(t, 1)[0]
 	s := Private(t, kind, envVar, func(img Images, port int) launch.Spec {
 		sp := mk(img, port)
-		sp.Binds = append(sp.Binds, d.Dir+":/data")
+		onDisk(&sp, d)
 		return sp
 	})
 	return s, d
+}
+
+// mountSlowDisks mounts n slow disks, unmounted at t.Cleanup — after the
+// containers that use them are removed, when those are started after this
+// call (t.Cleanup runs last-registered first).
+func mountSlowDisks(t testing.TB, n int) []*slowdisk.Disk {
+	t.Helper()
+	disks := make([]*slowdisk.Disk, n)
+	for i := range disks {
+		d, err := slowdisk.Mount(t.TempDir(), t.TempDir())
+		if err != nil {
+			unavailable(t, "%v (a slow disk needs /dev/fuse and the right to mount)", err)
+		}
+		t.Cleanup(func() {
+			if err := d.Unmount(); err != nil {
+				t.Errorf("testenv: %v", err)
+			}
+		})
+		disks[i] = d
+	}
+	return disks
+}
+
+// onDisk makes d the data directory (/data) of the server sp runs; a nil d
+// leaves sp as it is.
+func onDisk(sp *launch.Spec, d *slowdisk.Disk) {
+	if d != nil {
+		sp.Binds = append(sp.Binds, d.Dir+":/data")
+	}
 }
