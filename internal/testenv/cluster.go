@@ -26,14 +26,6 @@ type Cluster struct {
 	kind  string
 }
 
-// disk returns member i's slow disk, nil for a cluster without.
-func (c *Cluster) disk(i int) *slowdisk.Disk {
-	if c.Disks == nil {
-		return nil
-	}
-	return c.Disks[i]
-}
-
 // Addrs returns every member's client address, in the order of Nodes.
 func (c *Cluster) Addrs() []string {
 	a := make([]string, len(c.Nodes))
@@ -228,61 +220,66 @@ func RedisCluster(t testing.TB) *Cluster {
 // from the member list keep reaching them.
 func EtcdCluster(t testing.TB) *Cluster {
 	t.Helper()
-	return etcdCluster(t, &Cluster{})
+	return etcdCluster(t, nil)
 }
 
 // EtcdClusterOnSlowDisks is EtcdCluster with each member's data directory
 // on a slowdisk.Disk of its own (Cluster.Disks).
 func EtcdClusterOnSlowDisks(t testing.TB) *Cluster {
 	t.Helper()
-	return etcdCluster(t, &Cluster{Disks: mountSlowDisks(t, 3)})
+	return etcdCluster(t, mountSlowDisks(t, 3))
 }
 
-// etcdCluster starts a 3-member etcd cluster on c's disks.
-func etcdCluster(t testing.TB, c *Cluster) *Cluster {
+func etcdCluster(t testing.TB, disks []*slowdisk.Disk) *Cluster {
 	t.Helper()
 	var initial []string
 	for i := range 3 {
 		initial = append(initial, fmt.Sprintf("e%d=http://etcd%d:2380", i+1, i+1))
 	}
 	token := "locker-" + launch.RandomID(4)
-	started := newCluster(t, "etcd", 3, true, func(img Images, i int, ports []int) launch.Spec {
-		sp := launch.Etcd(img.Etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
-		onDisk(&sp, c.disk(i))
-		return sp
+	return quorum(t, "etcd", disks, func(img Images, i int, ports []int) launch.Spec {
+		return launch.Etcd(img.Etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
 	})
-	started.Disks = c.Disks
-	return started
 }
 
 // ZooKeeperEnsemble returns a 3-server ZooKeeper 3.8 ensemble with the
 // settings of ZooKeeper.
 func ZooKeeperEnsemble(t testing.TB) *Cluster {
 	t.Helper()
-	return zooKeeperEnsemble(t, &Cluster{})
+	return zooKeeperEnsemble(t, nil)
 }
 
 // ZooKeeperEnsembleOnSlowDisks is ZooKeeperEnsemble with each server's data
 // directory on a slowdisk.Disk of its own (Cluster.Disks).
 func ZooKeeperEnsembleOnSlowDisks(t testing.TB) *Cluster {
 	t.Helper()
-	return zooKeeperEnsemble(t, &Cluster{Disks: mountSlowDisks(t, 3)})
+	return zooKeeperEnsemble(t, mountSlowDisks(t, 3))
 }
 
-// zooKeeperEnsemble starts a 3-server ensemble on c's disks.
-func zooKeeperEnsemble(t testing.TB, c *Cluster) *Cluster {
+func zooKeeperEnsemble(t testing.TB, disks []*slowdisk.Disk) *Cluster {
 	t.Helper()
 	var servers strings.Builder
 	for i := range 3 {
 		fmt.Fprintf(&servers, "server.%d=zookeeper%d:2888:3888\n", i+1, i+1)
 	}
-	started := newCluster(t, "zookeeper", 3, true, func(img Images, i int, ports []int) launch.Spec {
-		sp := zkSpec(img, ports[i], i+1, servers.String())
-		onDisk(&sp, c.disk(i))
+	return quorum(t, "zookeeper", disks, func(img Images, i int, ports []int) launch.Spec {
+		return zkSpec(img, ports[i], i+1, servers.String())
+	})
+}
+
+// quorum starts a 3-member cluster of the members mk makes, on a private
+// network, each member on disks[i] when disks is not nil.
+func quorum(t testing.TB, kind string, disks []*slowdisk.Disk, mk func(img Images, i int, ports []int) launch.Spec) *Cluster {
+	t.Helper()
+	c := newCluster(t, kind, 3, true, func(img Images, i int, ports []int) launch.Spec {
+		sp := mk(img, i, ports)
+		if disks != nil {
+			onDisk(&sp, disks[i])
+		}
 		return sp
 	})
-	started.Disks = c.Disks
-	return started
+	c.Disks = disks
+	return c
 }
 
 // A LinkedEnsemble is a 3-server ZooKeeper ensemble whose members reach one

@@ -61,10 +61,5 @@ func mountSlowDisks(t testing.TB, n int) []*slowdisk.Disk {
 	return disks
 }
 
-// onDisk makes d the data directory (/data) of the server sp runs; a nil d
-// leaves sp as it is.
-func onDisk(sp *launch.Spec, d *slowdisk.Disk) {
-	if d != nil {
-		sp.Binds = append(sp.Binds, d.Dir+":/data")
-	}
-}
+// onDisk makes d the data directory (/data) of the server sp runs.
+func onDisk(sp *launch.Spec, d *slowdisk.Disk) { sp.Binds = append(sp.Binds, d.Dir+":/data") }
