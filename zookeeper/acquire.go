@@ -72,10 +72,15 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 	start := time.Now()
 	session := b.conn.SessionID()
 	data := nodeData{label: req.Label, ttl: b.SessionTimeout(), limit: limit, value: req.Value}
+	backoff := waitAgainFirst
 	name, dirStat, pending, err := b.create(ctx, dir, prefix, data.encode())
+	for wait && err != nil && b.waitAgain(ctx, err, &backoff) {
+		start, session = time.Now(), b.conn.SessionID()
+		name, dirStat, pending, err = b.create(ctx, dir, prefix, data.encode())
+	}
 	if err != nil {
 		b.cleanup(dir, prefix, "", pending)
-		return nil, err
+		return nil, b.waitEnded(ctx, err)
 	}
 	var l *lock
 	if dirStat != nil && dirStat.NumChildren == 1 && session != 0 && b.conn.SessionID() == session {
@@ -89,9 +94,23 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 		l = newLock(b, req, dir+"/"+name, dirStat.Mzxid, session, start, nil)
 	} else {
 		l, err = b.contend(ctx, req, dir, name, data, wait)
+		for wait && err != nil && b.waitAgain(ctx, err, &backoff) {
+			if errors.Is(err, errVanished) {
+				// The own node is gone (its session expired, or someone
+				// deleted it): it held nothing, only a place. Queue again.
+				b.cleanup(dir, "", name, nil)
+				if name, _, _, err = b.create(ctx, dir, prefix, data.encode()); err != nil {
+					continue
+				}
+			}
+			// Otherwise the connection failed while we waited: the client
+			// reconnects, and the node keeps its place if the session
+			// lives on. Look again.
+			l, err = b.contend(ctx, req, dir, name, data, wait)
+		}
 		if err != nil {
 			b.cleanup(dir, prefix, name, nil)
-			return nil, err
+			return nil, b.waitEnded(ctx, err)
 		}
 	}
 	l.data = data
@@ -103,6 +122,52 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 	b.wg.Add(1)
 	go l.watch()
 	return l, nil
+}
+
+// waitAgainFirst and waitAgainMax bound the pause before a blocking Acquire
+// tries again after a failure of its connection.
+const (
+	waitAgainFirst = 20 * time.Millisecond
+	waitAgainMax   = time.Second
+)
+
+// waitAgain reports whether a blocking Acquire whose attempt failed with err
+// goes on waiting, after a pause (which doubles, up to waitAgainMax): it
+// does when the failure was the connection's or the session's, which the
+// client mends by itself (reconnecting, or making a new session), or its
+// node vanished, and neither ctx nor the backend has ended. An Acquire
+// holds nothing while it waits, so a failure there loses at most its place
+// — unlike a refresh, which reports the loss of a lease.
+func (b *backend) waitAgain(ctx context.Context, err error, backoff *time.Duration) bool {
+	if !retryable(err) && !errors.Is(err, errVanished) {
+		return false
+	}
+	t := time.NewTimer(*backoff)
+	defer t.Stop()
+	*backoff = min(2**backoff, waitAgainMax)
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-b.closing:
+		return false
+	}
+}
+
+// waitEnded is the error of an Acquire that stops trying: err — or, when the
+// backend closed or the context ended while it waited to try again, what
+// stopped it.
+func (b *backend) waitEnded(ctx context.Context, err error) error {
+	select {
+	case <-b.closing:
+		return errClosed
+	default:
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (the last attempt failed: %v)", cerr, err)
+	}
+	return err
 }
 
 // createResult is the outcome of one create request.

@@ -26,7 +26,9 @@
 // (locker.GrantedTTL), a longer one is locker.ErrInvalidOption. A crashed
 // holder's lock lives S on the server. A refresh syncs with the leader, so a
 // cut-off follower cannot extend a lease; a connection down for 0.22·S
-// reports every lease of the session lost (New: with WithEvents).
+// reports every lease of the session lost (New: with WithEvents). A blocking
+// Acquire rides out a failed connection or an expired session (queueing
+// again if its node went with it) until its context ends.
 //
 // The token is the own node's czxid: it grows across holder crashes, session
 // expiry, reconnects, server restarts and replacements, and leader changes,
