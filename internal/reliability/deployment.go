@@ -200,6 +200,19 @@ func EtcdCluster(t testing.TB) *Deployment {
 	return d
 }
 
+// EtcdClusterLinked is a 3-member etcd 3.6 cluster whose members reach one
+// another only through toxiproxies (testenv.EtcdClusterLinked): its faults
+// drop peer packets and leave the connections open, so a member cut off
+// goes on serving its clients from what it has — the stale-member case.
+func EtcdClusterLinked(t testing.TB) *Deployment {
+	c := testenv.EtcdClusterLinked(t)
+	d := &Deployment{Name: "etcd-3-linked", TellingFault: "leader isolated, packets dropped", TTL: time.Second, Liveness: 60 * time.Second, tb: t, Permits: true,
+		servers: c.Nodes, cluster: c.Cluster, connect: etcdConnect("rel-" + fresh() + "/")}
+	d.proxies(t)
+	d.Faults = linkFaults(d, c.Isolate, c.Heal, c.Cut)
+	return d
+}
+
 func zkConnect(root string, ttl time.Duration) func(context.Context, []string) (locker.Locker, error) {
 	return func(ctx context.Context, addrs []string) (locker.Locker, error) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -229,6 +242,20 @@ func ZooKeeperEnsemble(t testing.TB) *Deployment {
 		servers: c.Nodes, cluster: c, connect: zkConnect("/rel-"+fresh(), ttl)}
 	d.proxies(t)
 	d.Faults = clusterFaults(d)
+	return d
+}
+
+// ZooKeeperEnsembleLinked is a 3-server ZooKeeper 3.8 ensemble whose
+// servers reach one another only through toxiproxies
+// (testenv.ZooKeeperEnsembleLinked; syncLimit 10 s): a follower cut off
+// serves reads from its stale copy until it gives its leader up.
+func ZooKeeperEnsembleLinked(t testing.TB) *Deployment {
+	const ttl = 3 * time.Second
+	c := testenv.ZooKeeperEnsembleLinked(t)
+	d := &Deployment{Name: "zookeeper-3-linked", TellingFault: "leader isolated, packets dropped", TTL: ttl, Liveness: 30 * time.Second, tb: t, Permits: true,
+		servers: c.Nodes, cluster: c.Cluster, connect: zkConnect("/rel-"+fresh(), ttl)}
+	d.proxies(t)
+	d.Faults = linkFaults(d, c.Isolate, c.Heal, nil)
 	return d
 }
 

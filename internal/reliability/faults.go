@@ -82,6 +82,50 @@ func diskFault(disk *slowdisk.Disk) Fault {
 	}}
 }
 
+// linkFaults drop the packets between the members of a cluster whose peers
+// talk through toxiproxies, the connections left open: the leader or a
+// follower isolated and, where cut is given (etcd), one-way cuts — the
+// leader unheard by its followers while it hears them, and the followers
+// unheard by the leader while they hear it.
+func linkFaults(d *Deployment, isolate func(testing.TB, int), heal func(testing.TB), cut func(testing.TB, int, int)) []Fault {
+	c := d.cluster
+	leader := func(h *Harm) int { return slices.Index(c.Nodes, c.Leader(h.TB)) }
+	fs := []Fault{
+		{Name: "leader isolated, packets dropped", Inject: func(h *Harm) {
+			l := leader(h)
+			h.Do(func(tb testing.TB) { isolate(tb, l) })
+			h.Undo(heal)
+		}},
+		{Name: "follower isolated, packets dropped", Inject: func(h *Harm) {
+			f := (leader(h) + 1 + h.Rng.IntN(len(c.Nodes)-1)) % len(c.Nodes)
+			h.Do(func(tb testing.TB) { isolate(tb, f) })
+			h.Undo(heal)
+		}},
+	}
+	if cut == nil {
+		return fs
+	}
+	// cutLeader cuts one direction between the leader and every follower.
+	cutLeader := func(h *Harm, fromLeader bool) {
+		l := leader(h)
+		h.Undo(heal)
+		for f := range c.Nodes {
+			if f == l {
+				continue
+			}
+			if fromLeader {
+				h.Do(func(tb testing.TB) { cut(tb, l, f) })
+			} else {
+				h.Do(func(tb testing.TB) { cut(tb, f, l) })
+			}
+		}
+	}
+	return append(fs,
+		Fault{Name: "leader unheard by its followers", Inject: func(h *Harm) { cutLeader(h, true) }},
+		Fault{Name: "followers unheard by the leader", Inject: func(h *Harm) { cutLeader(h, false) }},
+	)
+}
+
 // pick returns k distinct servers of d at random.
 func (h *Harm) pick(k int) []int {
 	return h.Rng.Perm(len(h.D.servers))[:k]

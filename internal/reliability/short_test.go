@@ -19,14 +19,16 @@ import (
 // 0 violations and 0 unknown checks within the guarantee; under the faults
 // outside it, the fencing properties the backend still claims.
 
-func TestMemory(t *testing.T)            { checkAll(t, reliability.Memory(t)) }
-func TestRedis(t *testing.T)             { checkAll(t, reliability.Redis(t)) }
-func TestRedlock(t *testing.T)           { checkAll(t, reliability.Redlock(t)) }
-func TestEtcd(t *testing.T)              { checkAll(t, reliability.Etcd(t)) }
-func TestEtcdCluster(t *testing.T)       { checkAll(t, reliability.EtcdCluster(t)) }
-func TestZooKeeper(t *testing.T)         { checkAll(t, reliability.ZooKeeper(t)) }
-func TestZooKeeperEnsemble(t *testing.T) { checkAll(t, reliability.ZooKeeperEnsemble(t)) }
-func TestPostgres(t *testing.T)          { checkAll(t, reliability.Postgres(t)) }
+func TestMemory(t *testing.T)                  { checkAll(t, reliability.Memory(t)) }
+func TestRedis(t *testing.T)                   { checkAll(t, reliability.Redis(t)) }
+func TestRedlock(t *testing.T)                 { checkAll(t, reliability.Redlock(t)) }
+func TestEtcd(t *testing.T)                    { checkAll(t, reliability.Etcd(t)) }
+func TestEtcdCluster(t *testing.T)             { checkAll(t, reliability.EtcdCluster(t)) }
+func TestZooKeeper(t *testing.T)               { checkAll(t, reliability.ZooKeeper(t)) }
+func TestZooKeeperEnsemble(t *testing.T)       { checkAll(t, reliability.ZooKeeperEnsemble(t)) }
+func TestEtcdClusterLinked(t *testing.T)       { checkAll(t, reliability.EtcdClusterLinked(t)) }
+func TestZooKeeperEnsembleLinked(t *testing.T) { checkAll(t, reliability.ZooKeeperEnsembleLinked(t)) }
+func TestPostgres(t *testing.T)                { checkAll(t, reliability.Postgres(t)) }
 
 func checkAll(t *testing.T, d *reliability.Deployment) {
 	t.Run("no faults", func(t *testing.T) { check(t, d, nil, reliability.RunOptions{}) })

@@ -34,8 +34,8 @@ var backends = map[string][]func(testing.TB) *reliability.Deployment{
 	"memory":    {reliability.Memory},
 	"redis":     {reliability.Redis},
 	"redlock":   {reliability.Redlock},
-	"etcd":      {reliability.Etcd, reliability.EtcdCluster},
-	"zookeeper": {reliability.ZooKeeper, reliability.ZooKeeperEnsemble},
+	"etcd":      {reliability.Etcd, reliability.EtcdCluster, reliability.EtcdClusterLinked},
+	"zookeeper": {reliability.ZooKeeper, reliability.ZooKeeperEnsemble, reliability.ZooKeeperEnsembleLinked},
 	"postgres":  {reliability.Postgres},
 }
 
