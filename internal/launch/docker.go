@@ -77,6 +77,7 @@ func (d *Docker) Run(ctx context.Context, sp Spec) (_ *Container, err error) {
 		Image:        sp.Image,
 		Entrypoint:   sp.Entrypoint,
 		Cmd:          sp.Cmd,
+		Env:          sp.Env,
 		Labels:       labels(),
 		ExposedPorts: network.PortSet{},
 	}

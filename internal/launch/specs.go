@@ -32,6 +32,8 @@ type Spec struct {
 	// ("/host/dir:/container/dir"): a data directory on a disk the test
 	// controls, say.
 	Binds []string
+	// Env are more environment variables of the container ("NAME=value").
+	Env []string
 }
 
 // A File is the content and mode of one file of Spec.Files.

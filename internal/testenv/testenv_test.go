@@ -437,3 +437,97 @@ func TestSlowDisk_StallHoldsWritesUntilResume(t *testing.T) {
 		}
 	})
 }
+
+// TestClock_JumpAndRateMoveTheServersWallClock: a server started with a Clock
+// reads the host's clock until the test moves it; then its wall clock is
+// ahead or behind by what the test said, while its monotonic clock is not
+// moved. Each server reports its clock its own way: Redis's TIME, a new
+// ZooKeeper node's ctime, PostgreSQL's clock_timestamp().
+func TestClock_JumpAndRateMoveTheServersWallClock(t *testing.T) {
+	t.Parallel()
+	// check fails t unless the server's clock, read between two readings
+	// of the host's, is ahead of it by want, give or take a second.
+	check := func(t *testing.T, what string, c *testenv.Clock, read func() time.Time, want time.Duration) {
+		t.Helper()
+		before := time.Now()
+		got := read()
+		after := time.Now()
+		if got.Before(before.Add(want-time.Second)) || got.After(after.Add(want+time.Second)) {
+			t.Errorf("%s: the server's clock read %v between %v and %v on the host's, want %v ahead (Offset %v)",
+				what, got, before, after, want, c.Offset())
+		}
+	}
+	steps := func(t *testing.T, c *testenv.Clock, read func() time.Time) {
+		check(t, "at start", c, read, 0)
+		c.Jump(t, time.Hour)
+		check(t, "after Jump(1h)", c, read, time.Hour)
+		c.Jump(t, -3*time.Hour)
+		check(t, "after Jump(-3h)", c, read, -2*time.Hour)
+		c.Reset(t)
+		c.SetRate(t, 100_000) // 10% fast: 0.3 s ahead after 3 s
+		time.Sleep(3 * time.Second)
+		if off := c.Offset(); off < 300*time.Millisecond {
+			t.Errorf("Offset after 3 s at +10%% = %v, want at least 300ms", off)
+		}
+		check(t, "after 3 s at +10%", c, read, c.Offset())
+	}
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		s, c := testenv.RedisWithClock(t)
+		r := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		t.Cleanup(func() { r.Close() })
+		read := func() time.Time {
+			tm, err := r.Time(ctxT(t, 5*time.Second)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tm
+		}
+		steps(t, c, read)
+		// A key's expiry is on the wall clock: a jump past it expires it.
+		c.Reset(t)
+		ctx := ctxT(t, 5*time.Second)
+		if err := r.Set(ctx, "k", "v", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c.Jump(t, 2*time.Minute)
+		if n, err := r.Exists(ctx, "k").Result(); err != nil || n != 0 {
+			t.Errorf("a key with a minute to live, after the clock jumped 2 minutes: EXISTS = %d, %v; want 0", n, err)
+		}
+	})
+	t.Run("zookeeper", func(t *testing.T) {
+		t.Parallel()
+		s, c := testenv.ZooKeeperWithClock(t)
+		z := zkConnect(t, s.Addr())
+		n := 0
+		read := func() time.Time {
+			n++
+			if _, err := z.Create(fmt.Sprintf("/clock%d", n), nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatal(err)
+			}
+			_, st, err := z.Get(fmt.Sprintf("/clock%d", n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return time.UnixMilli(st.Ctime)
+		}
+		steps(t, c, read)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		s, c := testenv.PostgresWithClock(t)
+		pc, err := pgx.Connect(ctxT(t, 30*time.Second), s.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close(context.Background()) })
+		read := func() time.Time {
+			var tm time.Time
+			if err := pc.QueryRow(ctxT(t, 5*time.Second), "SELECT clock_timestamp()").Scan(&tm); err != nil {
+				t.Fatal(err)
+			}
+			return tm
+		}
+		steps(t, c, read)
+	})
+}
