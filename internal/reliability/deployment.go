@@ -141,12 +141,14 @@ func redisConnect(prefix string, redlock bool) func(context.Context, []string) (
 	}
 }
 
-// Redis is a single redis-server 7 without persistence (testenv's shared one).
+// Redis is a single redis-server 7 without persistence, of its own, whose
+// wall clock the faults move.
 func Redis(t testing.TB) *Deployment {
+	s, clock := testenv.RedisWithClock(t)
 	d := &Deployment{Name: "redis", TellingFault: "client blackhole", TTL: 500 * time.Millisecond, Liveness: 5 * time.Second, tb: t, Permits: true,
-		servers: []*testenv.Server{testenv.Redis(t)}, connect: redisConnect("rel:"+fresh()+":", false)}
+		servers: []*testenv.Server{s}, connect: redisConnect("rel:"+fresh()+":", false)}
 	d.proxies(t)
-	d.Faults = append(clientFaults(d), serverFaults(d, false)...)
+	d.Faults = append(append(clientFaults(d), serverFaults(d, false)...), redisClockFaults(d, clock)...)
 	return d
 }
 
@@ -222,14 +224,16 @@ func zkConnect(root string, ttl time.Duration) func(context.Context, []string) (
 }
 
 // ZooKeeper is a standalone ZooKeeper 3.8 of its own, on a disk whose
-// flushes the faults can stall.
+// flushes the faults can stall, with a wall clock they move.
 func ZooKeeper(t testing.TB) *Deployment {
 	const ttl = 2 * time.Second
-	s, disk := testenv.ZooKeeperOnSlowDisk(t)
+	s, disk, clock := testenv.ZooKeeperOnSlowDiskWithClock(t)
 	d := &Deployment{Name: "zookeeper", TellingFault: "client blackhole", TTL: ttl, Liveness: 10 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{s}, connect: zkConnect("/rel-"+fresh(), ttl)}
 	d.proxies(t)
-	d.Faults = append(append(clientFaults(d), serverFaults(d, true)...), diskFault(disk))
+	d.Faults = append(append(clientFaults(d), serverFaults(d, true)...), diskFault(disk),
+		clockJump("server clock 10 TTLs ahead", clock, 10*ttl, ""),
+		clockJump("server clock 10 TTLs behind", clock, -10*ttl, ""))
 	return d
 }
 

@@ -126,6 +126,32 @@ func linkFaults(d *Deployment, isolate func(testing.TB, int), heal func(testing.
 	)
 }
 
+// clockJump steps a server's wall clock by d for the fault's hold, and back
+// when it heals; outside says why that lies outside the guarantee, if it
+// does.
+func clockJump(name string, c *testenv.Clock, d time.Duration, outside string) Fault {
+	return Fault{Name: name, Outside: outside, Inject: func(h *Harm) {
+		h.Do(func(tb testing.TB) { c.Jump(tb, d) })
+		h.Undo(func(tb testing.TB) { c.Jump(tb, -d) })
+	}}
+}
+
+// redisClockFaults move a Redis server's wall clock, by which it expires
+// keys. A step ahead past the TTL frees held locks at once: outside the
+// guarantee (the tokens still rise, floored by the counter). A step back,
+// never undone (undoing it would be a step ahead), makes keys outlive their
+// TTL by the step, and the TIME floor of the tokens fall behind the
+// counter: within it. The steps back add up over a run.
+func redisClockFaults(d *Deployment, c *testenv.Clock) []Fault {
+	return []Fault{
+		clockJump("server clock 10 TTLs ahead", c, 10*d.TTL,
+			"Redis expires keys by its wall clock: a step ahead frees held locks early (tokens still rise, the fence holds)"),
+		{Name: "server clock stepped back a TTL", Inject: func(h *Harm) {
+			h.Do(func(tb testing.TB) { c.Jump(tb, -d.TTL) })
+		}},
+	}
+}
+
 // pick returns k distinct servers of d at random.
 func (h *Harm) pick(k int) []int {
 	return h.Rng.Perm(len(h.D.servers))[:k]

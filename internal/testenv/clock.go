@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker/internal/launch"
+	"github.com/distlock/locker/internal/slowdisk"
 )
 
 // The wall clock of a server: images/clockshift/clockshift.c, an
@@ -182,6 +183,20 @@ func ZooKeeperWithClock(t testing.TB) (*Server, *Clock) {
 	return privateWithClock(t, "zookeeper", "LOCKER_TEST_ZOOKEEPER_ADDR", func(img Images, port int) launch.Spec {
 		return zkSpec(img, port, 1, "")
 	})
+}
+
+// ZooKeeperOnSlowDiskWithClock is ZooKeeperOnSlowDisk and
+// ZooKeeperWithClock at once: a server whose disk and wall clock the test
+// controls.
+func ZooKeeperOnSlowDiskWithClock(t testing.TB) (*Server, *slowdisk.Disk, *Clock) {
+	t.Helper()
+	d := mountSlowDisks(t, 1)[0]
+	s, c := privateWithClock(t, "zookeeper", "LOCKER_TEST_ZOOKEEPER_ADDR", func(img Images, port int) launch.Spec {
+		sp := zkSpec(img, port, 1, "")
+		onDisk(&sp, d)
+		return sp
+	})
+	return s, d, c
 }
 
 // PostgresWithClock starts a PostgreSQL 15 private to the test, configured
