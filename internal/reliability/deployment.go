@@ -152,13 +152,14 @@ func Redis(t testing.TB) *Deployment {
 	return d
 }
 
-// Redlock is Redlock over 5 independent masters without persistence.
+// Redlock is Redlock over 5 independent masters without persistence, whose
+// wall clocks the faults move.
 func Redlock(t testing.TB) *Deployment {
-	c := testenv.RedisMasters(t, 5)
+	c, clocks := testenv.RedisMastersWithClocks(t, 5)
 	d := &Deployment{Name: "redlock-5", TellingFault: "client cut from 3 of 5 masters", TTL: time.Second, Liveness: 5 * time.Second, tb: t,
 		servers: c.Nodes, connect: redisConnect("rel:"+fresh()+":", true)}
 	d.proxies(t)
-	d.Faults = append(clientFaults(d), redlockFaults(d)...)
+	d.Faults = append(append(clientFaults(d), redlockFaults(d)...), redlockClockFaults(d, clocks)...)
 	return d
 }
 

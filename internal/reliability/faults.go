@@ -152,6 +152,27 @@ func redisClockFaults(d *Deployment, c *testenv.Clock) []Fault {
 	}
 }
 
+// redlockClockFaults move one master's wall clock. A step ahead past the
+// TTL frees its keys at once: a lock held on exactly a majority that
+// includes it can then be granted to another majority — outside the
+// guarantee, which assumes the masters' clocks advance at about the same
+// rate. A step back (never undone) only makes its keys outlive their TTL.
+func redlockClockFaults(d *Deployment, clocks []*testenv.Clock) []Fault {
+	return []Fault{
+		{Name: "one master clock 10 TTLs ahead", Outside: "Redlock assumes the masters' clocks advance at about the same " +
+			"rate: a master whose clock steps ahead frees its keys early, and a lock held on exactly a majority can be granted again",
+			Inject: func(h *Harm) {
+				c := clocks[h.pick(1)[0]]
+				h.Do(func(tb testing.TB) { c.Jump(tb, 10*d.TTL) })
+				h.Undo(func(tb testing.TB) { c.Jump(tb, -10*d.TTL) })
+			}},
+		{Name: "one master clock stepped back a TTL", Inject: func(h *Harm) {
+			c := clocks[h.pick(1)[0]]
+			h.Do(func(tb testing.TB) { c.Jump(tb, -d.TTL) })
+		}},
+	}
+}
+
 // pick returns k distinct servers of d at random.
 func (h *Harm) pick(k int) []int {
 	return h.Rng.Perm(len(h.D.servers))[:k]

@@ -185,6 +185,26 @@ func ZooKeeperWithClock(t testing.TB) (*Server, *Clock) {
 	})
 }
 
+// RedisMastersWithClocks is RedisMasters with a Clock for each master, in
+// the order of the cluster's Nodes: Redlock's masters, skewed.
+func RedisMastersWithClocks(t testing.TB, n int) (*Cluster, []*Clock) {
+	t.Helper()
+	// Built here, on the test's goroutine: the members start on others.
+	if _, err := clockShiftLib(); err != nil {
+		unavailable(t, "%v", err)
+	}
+	c := newCluster(t, "redis", n, false, func(img Images, i int, ports []int) launch.Spec {
+		sp := launch.Redis(img.Server, ports[i])
+		withClock(t, &sp)
+		return sp
+	})
+	clocks := make([]*Clock, n)
+	for i, s := range c.Nodes {
+		clocks[i] = &Clock{s: s}
+	}
+	return c, clocks
+}
+
 // ZooKeeperOnSlowDiskWithClock is ZooKeeperOnSlowDisk and
 // ZooKeeperWithClock at once: a server whose disk and wall clock the test
 // controls.
