@@ -18,6 +18,7 @@ import (
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/etcd"
+	"github.com/distlock/locker/internal/launch"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/memory"
 	"github.com/distlock/locker/postgres"
@@ -149,6 +150,40 @@ func Redis(t testing.TB) *Deployment {
 		servers: []*testenv.Server{s}, connect: redisConnect("rel:"+fresh()+":", false)}
 	d.proxies(t)
 	d.Faults = append(append(clientFaults(d), serverFaults(d, false)...), redisClockFaults(d, clock)...)
+	return d
+}
+
+// RedisSentinel is a master, its replica and a sentinel (quorum 1), without
+// persistence; clients follow the sentinel's master (no proxies: the
+// sentinel hands them the servers' own addresses). Its fault pauses the
+// master past the sentinel's down-after, so that the replica is promoted;
+// the old master, resumed, becomes the new one's replica.
+func RedisSentinel(t testing.TB) *Deployment {
+	s := testenv.RedisSentinel(t, launch.SentinelAuth{})
+	prefix := "rel:" + fresh() + ":"
+	d := &Deployment{Name: "redis-sentinel", TTL: time.Second, Liveness: 20 * time.Second, tb: t, Permits: true}
+	d.connect = func(context.Context, []string) (locker.Locker, error) {
+		c := goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: []string{s.Addr()},
+			ContextTimeoutEnabled: true, DialTimeout: time.Second})
+		l, err := redis.New(c, redis.WithPrefix(prefix))
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		return closing{l, func() { _ = c.Close() }}, nil
+	}
+	d.Faults = []Fault{{Name: "master paused, replica promoted",
+		Outside: "replication is asynchronous: the promoted replica may lack a lock granted just before the failover " +
+			"(tokens still rise, floored by the server clock, and the fence holds)",
+		// Injected once the sentinel has promoted the replica.
+		Inject: func(h *Harm) {
+			m := s.Master(h.TB)
+			h.Undo(func(tb testing.TB) { s.Unpause(tb, m) })
+			h.Do(func(tb testing.TB) {
+				s.Pause(tb, m)
+				s.WaitFailover(tb, m, 30*time.Second)
+			})
+		}}}
 	return d
 }
 

@@ -22,6 +22,7 @@ import (
 func TestMemory(t *testing.T)                  { checkAll(t, reliability.Memory(t)) }
 func TestRedis(t *testing.T)                   { checkAll(t, reliability.Redis(t)) }
 func TestRedlock(t *testing.T)                 { checkAll(t, reliability.Redlock(t)) }
+func TestRedisSentinel(t *testing.T)           { checkAll(t, reliability.RedisSentinel(t)) }
 func TestEtcd(t *testing.T)                    { checkAll(t, reliability.Etcd(t)) }
 func TestEtcdCluster(t *testing.T)             { checkAll(t, reliability.EtcdCluster(t)) }
 func TestZooKeeper(t *testing.T)               { checkAll(t, reliability.ZooKeeper(t)) }

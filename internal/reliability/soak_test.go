@@ -32,7 +32,7 @@ var (
 // backends maps a backend to its deployments.
 var backends = map[string][]func(testing.TB) *reliability.Deployment{
 	"memory":    {reliability.Memory},
-	"redis":     {reliability.Redis},
+	"redis":     {reliability.Redis, reliability.RedisSentinel},
 	"redlock":   {reliability.Redlock},
 	"etcd":      {reliability.Etcd, reliability.EtcdCluster, reliability.EtcdClusterLinked},
 	"zookeeper": {reliability.ZooKeeper, reliability.ZooKeeperEnsemble, reliability.ZooKeeperEnsembleLinked},
