@@ -13,8 +13,9 @@ import (
 // The fault catalogue. Every fault heals completely; what differs between
 // backends is which faults lie within their stated guarantee.
 
-// clientFaults cut one client (one proxy slot) off, reset its connections,
-// or slow its answers down: the client↔server path, the server untouched.
+// clientFaults cut one client (one proxy slot) off, both ways or one,
+// reset its connections, or slow its answers down: the client↔server path,
+// the server untouched.
 func clientFaults(d *Deployment) []Fault {
 	return []Fault{
 		{Name: "client blackhole", Inject: func(h *Harm) {
@@ -32,6 +33,20 @@ func clientFaults(d *Deployment) []Fault {
 		{Name: "client latency", Inject: func(h *Harm) {
 			for _, p := range h.slot() {
 				h.Do(func(tb testing.TB) { p.Latency(tb, d.TTL/4) })
+				h.Undo(p.Heal)
+			}
+		}},
+		// One-way partitions: the server runs what it hears and the client
+		// hears nothing; or the client is not heard.
+		{Name: "client replies dropped", Inject: func(h *Harm) {
+			for _, p := range h.slot() {
+				h.Do(p.DropReplies)
+				h.Undo(p.Heal)
+			}
+		}},
+		{Name: "client requests dropped", Inject: func(h *Harm) {
+			for _, p := range h.slot() {
+				h.Do(p.DropRequests)
 				h.Undo(p.Heal)
 			}
 		}},

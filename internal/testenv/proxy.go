@@ -71,6 +71,23 @@ func (p *Proxy) Blackhole(t testing.TB) {
 	p.add(t, "timeout", "downstream", `{"timeout":0}`)
 }
 
+// DropReplies drops every byte from the server while the client's requests
+// still reach it, until Heal (which closes the connections, as Blackhole's
+// does): the server runs each request, the client hears nothing — a
+// one-way partition.
+func (p *Proxy) DropReplies(t testing.TB) {
+	t.Helper()
+	p.add(t, "timeout", "downstream", `{"timeout":0}`)
+}
+
+// DropRequests drops every byte from the client while the server's
+// answers to what it had already sent still come, until Heal: the other
+// one-way partition.
+func (p *Proxy) DropRequests(t testing.TB) {
+	t.Helper()
+	p.add(t, "timeout", "upstream", `{"timeout":0}`)
+}
+
 // ResetPeer resets (TCP RST) every connection, open or new, as soon as the
 // client sends on it, until Heal.
 func (p *Proxy) ResetPeer(t testing.TB) {
