@@ -17,39 +17,22 @@ import (
 // reset its connections, or slow its answers down: the client↔server path,
 // the server untouched.
 func clientFaults(d *Deployment) []Fault {
+	onSlot := func(name string, do func(*testenv.Proxy, testing.TB)) Fault {
+		return Fault{Name: name, Inject: func(h *Harm) {
+			for _, p := range h.slot() {
+				h.Do(func(tb testing.TB) { do(p, tb) })
+				h.Undo(p.Heal)
+			}
+		}}
+	}
 	return []Fault{
-		{Name: "client blackhole", Inject: func(h *Harm) {
-			for _, p := range h.slot() {
-				h.Do(p.Blackhole)
-				h.Undo(p.Heal)
-			}
-		}},
-		{Name: "client reset", Inject: func(h *Harm) {
-			for _, p := range h.slot() {
-				h.Do(p.ResetPeer)
-				h.Undo(p.Heal)
-			}
-		}},
-		{Name: "client latency", Inject: func(h *Harm) {
-			for _, p := range h.slot() {
-				h.Do(func(tb testing.TB) { p.Latency(tb, d.TTL/4) })
-				h.Undo(p.Heal)
-			}
-		}},
+		onSlot("client blackhole", (*testenv.Proxy).Blackhole),
+		onSlot("client reset", (*testenv.Proxy).ResetPeer),
+		onSlot("client latency", func(p *testenv.Proxy, tb testing.TB) { p.Latency(tb, d.TTL/4) }),
 		// One-way partitions: the server runs what it hears and the client
 		// hears nothing; or the client is not heard.
-		{Name: "client replies dropped", Inject: func(h *Harm) {
-			for _, p := range h.slot() {
-				h.Do(p.DropReplies)
-				h.Undo(p.Heal)
-			}
-		}},
-		{Name: "client requests dropped", Inject: func(h *Harm) {
-			for _, p := range h.slot() {
-				h.Do(p.DropRequests)
-				h.Undo(p.Heal)
-			}
-		}},
+		onSlot("client replies dropped", (*testenv.Proxy).DropReplies),
+		onSlot("client requests dropped", (*testenv.Proxy).DropRequests),
 	}
 }
 
