@@ -6,27 +6,39 @@
 //
 // # Deployments
 //
-// A Deployment is one backend on its servers — memory; Redis; Redlock over
-// 5 masters; etcd, single and a 3-member cluster; ZooKeeper, standalone and
-// a 3-server ensemble; PostgreSQL — with a toxiproxy per client slot and
-// server (Slots of them), so that the client↔server path of one client can
-// be broken while the others go on. Each client of a run dials through the
-// next slot.
+// A Deployment is one backend on its servers — memory; Redis, single and
+// under a sentinel with a replica; Redlock over 5 masters; etcd, single, a
+// 3-member cluster, and one whose peers talk through proxies (-linked);
+// ZooKeeper, standalone, a 3-server ensemble, and a linked one; PostgreSQL
+// — with a toxiproxy per client slot and server (Slots of them), so that
+// the client↔server path of one client can be broken while the others go
+// on. Each client of a run dials through the next slot. The etcd and
+// ZooKeeper servers keep their data on slow disks (internal/slowdisk), and
+// the Redis, Redlock and standalone ZooKeeper servers run with a clock the
+// faults move (testenv.Clock).
 //
 // # Faults
 //
 // Each deployment lists the faults it can suffer (Deployment.Faults):
 //
-//   - client blackhole, reset and latency (TTL/4 added to every answer), on
-//     one client's proxies;
+//   - client blackhole, reset, latency (TTL/4 added to every answer),
+//     replies dropped and requests dropped (one-way), on one client's
+//     proxies;
 //   - server pause (docker pause), kill with a restart delayed past the TTL,
-//     and kill with an immediate restart, for single servers;
+//     and kill with an immediate restart, for single servers; a disk stall
+//     (etcd, ZooKeeper); the server's clock stepped ahead or back (Redis,
+//     ZooKeeper);
 //   - for Redlock: 2 or 3 of the 5 masters paused, one client cut from 2 or
-//     3 of them, 2 of them killed and restarted after the TTL or at once;
+//     3 of them, 2 of them killed and restarted after the TTL or at once,
+//     one master's clock stepped ahead or back;
 //   - for the etcd cluster and the ZooKeeper ensemble: one client cut off,
 //     a follower, the leader, or a majority (the leader and a follower)
 //     partitioned from the others (docker network disconnect), the leader
-//     paused, the leader killed and restarted.
+//     paused, the leader killed and restarted, the leader's disk stalled;
+//   - for the linked clusters: the leader or a follower isolated with its
+//     packets dropped and its connections left open, and (etcd) the leader
+//     and its followers cut one way;
+//   - for the sentinel: the master frozen until the replica is promoted.
 //
 // A Nemesis injects one fault again and again during a run — a quiet spell
 // of about TTL/2, the fault for about 1.5×TTL, healed — records each fault's
@@ -34,7 +46,8 @@
 // acquire every key again within the deployment's Liveness bound.
 //
 // A fault outside a backend's stated guarantee (a Redis or Redlock master
-// restarted at once without persistence, forgetting held locks) carries the
+// restarted at once without persistence, forgetting held locks; a clock
+// stepped ahead; a failover) carries the
 // reason in Fault.Outside. Its runs are judged by the weaker properties the
 // backend does claim — tokens unique and increasing, the fence's order,
 // exclusive writes and no lost update through the fenced resource, and
