@@ -299,12 +299,14 @@ func ZooKeeperEnsembleLinked(t testing.TB) *Deployment {
 	return d
 }
 
-// Postgres is PostgreSQL 15 (testenv's shared server, a database of its own).
+// Postgres is PostgreSQL 15, a server of its own with a clock the faults
+// move.
 func Postgres(t testing.TB) *Deployment {
-	dsn := testenv.PostgresDB(t)
+	s, clock := testenv.PostgresWithClock(t)
+	dsn := s.DSN()
 	table := "rel_" + fresh()
 	d := &Deployment{Name: "postgres", TellingFault: "client blackhole", TTL: time.Second, Liveness: 10 * time.Second, tb: t, Permits: true,
-		servers: []*testenv.Server{testenv.Postgres(t)}}
+		servers: []*testenv.Server{s}}
 	d.connect = func(_ context.Context, addrs []string) (locker.Locker, error) {
 		u, err := url.Parse(dsn)
 		if err != nil {
@@ -333,7 +335,11 @@ func Postgres(t testing.TB) *Deployment {
 		return closing{l, pool.Close}, nil
 	}
 	d.proxies(t)
-	d.Faults = append(clientFaults(d), serverFaults(d, true)...)
+	d.Faults = append(append(clientFaults(d), serverFaults(d, true)...),
+		// A step back delays a silent holder's idle timeout by the step:
+		// a TTL keeps that within the liveness bound.
+		clockJump("server clock 10 TTLs ahead", clock, 10*d.TTL, ""),
+		clockJump("server clock a TTL behind", clock, -d.TTL, ""))
 	return d
 }
 

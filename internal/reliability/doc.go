@@ -14,8 +14,8 @@
 // the client↔server path of one client can be broken while the others go
 // on. Each client of a run dials through the next slot. The etcd and
 // ZooKeeper servers keep their data on slow disks (internal/slowdisk), and
-// the Redis, Redlock and standalone ZooKeeper servers run with a clock the
-// faults move (testenv.Clock).
+// the Redis, Redlock, standalone ZooKeeper and PostgreSQL servers run with
+// a clock the faults move (testenv.Clock).
 //
 // # Faults
 //
@@ -27,7 +27,7 @@
 //   - server pause (docker pause), kill with a restart delayed past the TTL,
 //     and kill with an immediate restart, for single servers; a disk stall
 //     (etcd, ZooKeeper); the server's clock stepped ahead or back (Redis,
-//     ZooKeeper);
+//     ZooKeeper, PostgreSQL);
 //   - for Redlock: 2 or 3 of the 5 masters paused, one client cut from 2 or
 //     3 of them, 2 of them killed and restarted after the TTL or at once,
 //     one master's clock stepped ahead or back;
