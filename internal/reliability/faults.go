@@ -74,10 +74,13 @@ func serverFaults(d *Deployment, persistent bool) []Fault {
 // every lease whose renewals could not be applied meanwhile (etcd#15247):
 // a holder must have seen its loss by then.
 func diskFault(disk *slowdisk.Disk) Fault {
-	return Fault{Name: "disk stall", Inject: func(h *Harm) {
-		h.Do(func(testing.TB) { disk.Stall() })
-		h.Undo(func(testing.TB) { disk.Resume() })
-	}}
+	return Fault{Name: "disk stall", Inject: func(h *Harm) { stall(h, disk) }}
+}
+
+// stall stalls disk until the fault heals.
+func stall(h *Harm, disk *slowdisk.Disk) {
+	h.Do(func(testing.TB) { disk.Stall() })
+	h.Undo(func(testing.TB) { disk.Resume() })
 }
 
 // linkFaults drop the packets between the members of a cluster whose peers
@@ -128,9 +131,18 @@ func linkFaults(d *Deployment, isolate func(testing.TB, int), heal func(testing.
 // when it heals; outside says why that lies outside the guarantee, if it
 // does.
 func clockJump(name string, c *testenv.Clock, d time.Duration, outside string) Fault {
+	return clockStep(name, func(*Harm) *testenv.Clock { return c }, d, true, outside)
+}
+
+// clockStep steps by d the wall clock of the server that which picks at
+// each injection and, if undo, steps it back when the fault heals.
+func clockStep(name string, which func(*Harm) *testenv.Clock, d time.Duration, undo bool, outside string) Fault {
 	return Fault{Name: name, Outside: outside, Inject: func(h *Harm) {
+		c := which(h)
 		h.Do(func(tb testing.TB) { c.Jump(tb, d) })
-		h.Undo(func(tb testing.TB) { c.Jump(tb, -d) })
+		if undo {
+			h.Undo(func(tb testing.TB) { c.Jump(tb, -d) })
+		}
 	}}
 }
 
@@ -144,9 +156,7 @@ func redisClockFaults(d *Deployment, c *testenv.Clock) []Fault {
 	return []Fault{
 		clockJump("server clock 10 TTLs ahead", c, 10*d.TTL,
 			"Redis expires keys by its wall clock: a step ahead frees held locks early (tokens still rise, the fence holds)"),
-		{Name: "server clock stepped back a TTL", Inject: func(h *Harm) {
-			h.Do(func(tb testing.TB) { c.Jump(tb, -d.TTL) })
-		}},
+		clockStep("server clock stepped back a TTL", func(*Harm) *testenv.Clock { return c }, -d.TTL, false, ""),
 	}
 }
 
@@ -156,18 +166,11 @@ func redisClockFaults(d *Deployment, c *testenv.Clock) []Fault {
 // guarantee, which assumes the masters' clocks advance at about the same
 // rate. A step back (never undone) only makes its keys outlive their TTL.
 func redlockClockFaults(d *Deployment, clocks []*testenv.Clock) []Fault {
+	one := func(h *Harm) *testenv.Clock { return clocks[h.pick(1)[0]] }
 	return []Fault{
-		{Name: "one master clock 10 TTLs ahead", Outside: "Redlock assumes the masters' clocks advance at about the same " +
-			"rate: a master whose clock steps ahead frees its keys early, and a lock held on exactly a majority can be granted again",
-			Inject: func(h *Harm) {
-				c := clocks[h.pick(1)[0]]
-				h.Do(func(tb testing.TB) { c.Jump(tb, 10*d.TTL) })
-				h.Undo(func(tb testing.TB) { c.Jump(tb, -10*d.TTL) })
-			}},
-		{Name: "one master clock stepped back a TTL", Inject: func(h *Harm) {
-			c := clocks[h.pick(1)[0]]
-			h.Do(func(tb testing.TB) { c.Jump(tb, -d.TTL) })
-		}},
+		clockStep("one master clock 10 TTLs ahead", one, 10*d.TTL, true, "Redlock assumes the masters' clocks advance at about the same "+
+			"rate: a master whose clock steps ahead frees its keys early, and a lock held on exactly a majority can be granted again"),
+		clockStep("one master clock stepped back a TTL", one, -d.TTL, false, ""),
 	}
 }
 
@@ -253,9 +256,7 @@ func clusterFaults(d *Deployment) []Fault {
 		// The leader keeps its role (its heartbeats need no disk) while
 		// nothing commits: the etcd#15247 case.
 		{Name: "leader disk stall", Inject: func(h *Harm) {
-			disk := c.Disks[slices.Index(c.Nodes, c.Leader(h.TB))]
-			h.Do(func(testing.TB) { disk.Stall() })
-			h.Undo(func(testing.TB) { disk.Resume() })
+			stall(h, c.Disks[slices.Index(c.Nodes, c.Leader(h.TB))])
 		}},
 	}
 }

@@ -70,11 +70,11 @@ func clockShiftLib() ([]byte, error) {
 // ZooKeeperWithClock, PostgresWithClock): the test steps it and sets its
 // rate while the server runs. It starts as the host's.
 type Clock struct {
-	s            *Server
-	mu           sync.Mutex
-	offset       time.Duration
-	ratePPM      int64
-	base, system time.Time // when the rate was set: the server's and the host's clock
+	s       *Server
+	mu      sync.Mutex
+	offset  time.Duration
+	ratePPM int64
+	system  time.Time // the host's clock when the rate was set
 }
 
 // Offset returns how far the server's clock is ahead of the host's now
