@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
-	"github.com/distlock/locker/internal/stalltest"
+	"github.com/distlock/locker/internal/holdtest"
 	"github.com/distlock/locker/internal/testenv"
 )
 
@@ -21,11 +21,15 @@ func TestEtcd_DiskStall_HolderSeesItsLossBeforeTheNextGrant(t *testing.T) {
 	h := newHarness(s.Addr())
 	raw := h.newClient(t)
 	const ttl = 2 * time.Second
-	held := stalltest.Check(t, stalltest.Scenario{
-		Disk: disk, A: mustLocker(t, h, nil), B: mustLocker(t, h, nil), Key: "k",
+	held := holdtest.Check(t, holdtest.Scenario{
+		A: mustLocker(t, h, nil), B: mustLocker(t, h, nil), Key: "k",
 		Options: []locker.Option{locker.WithTTL(ttl)},
 		Queued:  func(t *testing.T) { waitKeys(t, raw, h.prefix+"k\x00", 2) },
-		Stall:   3 * ttl,
+		Fault: func(*testing.T) {
+			disk.Stall()
+			time.Sleep(3 * ttl)
+			disk.Resume()
+		},
 	})
 	if !errors.Is(held.Err(), locker.ErrLeaseLost) {
 		t.Errorf("A's lease ended with %v, want ErrLeaseLost: etcd revokes a lease it could not renew", held.Err())

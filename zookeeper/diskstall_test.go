@@ -2,10 +2,11 @@ package zookeeper_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/locker/internal/stalltest"
+	"github.com/distlock/locker/internal/holdtest"
 	"github.com/distlock/locker/internal/testenv"
 )
 
@@ -20,12 +21,14 @@ func TestDiskStall_HolderAndServerAgreeOnWhoHolds(t *testing.T) {
 	s, disk := testenv.ZooKeeperOnSlowDisk(t)
 	servers, root := []string{s.Addr()}, freshRoot(t)
 	raw := rawConn(t, servers, nil)
-	held := stalltest.Check(t, stalltest.Scenario{
-		Disk: disk, A: dial(t, servers, root), B: dial(t, servers, root), Key: "k",
+	held := holdtest.Check(t, holdtest.Scenario{
+		A: dial(t, servers, root), B: dial(t, servers, root), Key: "k",
 		Queued: func(t *testing.T) { waitQueue(t, raw, lockDir(root, "k"), 2) },
-		Stall:  3 * testTTL,
-		During: func(*testing.T) {
+		Fault: func(*testing.T) {
+			disk.Stall()
 			go func() { _, _ = raw.Create(root+"-write", nil, 0, zk.WorldACL(zk.PermAll)) }()
+			time.Sleep(3 * testTTL)
+			disk.Resume()
 		},
 	})
 	t.Logf("A's lease: %v", held.Err())

@@ -1,7 +1,7 @@
-// Package stalltest is the disk-stall scenario the etcd and ZooKeeper tests
-// share: a holder and a waiter of one key while the server's disk stalls
-// (internal/slowdisk), and what must hold whatever the server makes of it.
-package stalltest
+// Package holdtest is the scenario the backends' fault tests share: A holds
+// a key and B waits for it while the test breaks the server (a disk stall,
+// a clock jump), and what must hold whatever the server makes of it.
+package holdtest
 
 import (
 	"context"
@@ -10,27 +10,26 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
-	"github.com/distlock/locker/internal/slowdisk"
 )
 
-// A Scenario is A holding Key while B waits for it, and the stall.
+// A Scenario is A holding Key while B waits for it, and the fault.
 type Scenario struct {
-	Disk *slowdisk.Disk
 	A, B locker.Locker
 	Key  string
 	// Options are given to both acquisitions.
 	Options []locker.Option
 	// Queued returns once B has queued behind A.
 	Queued func(t *testing.T)
-	// Stall is how long the disk stalls; During, if not nil, runs once it
-	// has stalled (a write that waits for the disk, say).
-	Stall  time.Duration
-	During func(t *testing.T)
+	// Fault breaks the server and heals it before it returns.
+	Fault func(t *testing.T)
+	// Keeps says the fault lies within what A's lease survives: A must
+	// still hold when Fault returns, and B must still wait.
+	Keeps bool
 }
 
 // Check runs the scenario. B may be granted the lock only after A's lease
 // has ended (ErrLeaseLost, or ErrReleased), and with a larger token; if A
-// still holds 10 s after the disk resumed, it releases, and B must then be
+// still holds 10 s after the fault healed, it releases, and B must then be
 // granted. It returns A's lease, ended.
 func Check(t *testing.T, s Scenario) locker.Lease {
 	t.Helper()
@@ -58,29 +57,39 @@ func Check(t *testing.T, s Scenario) locker.Lease {
 	}()
 	s.Queued(t)
 
-	s.Disk.Stall()
-	if s.During != nil {
-		s.During(t)
-	}
-	time.Sleep(s.Stall)
-	s.Disk.Resume()
+	s.Fault(t)
 
 	var g grant
-	select {
-	case g = <-granted:
-	case <-time.After(10 * time.Second):
-		// Not granted yet. If A still holds (its lease lived through the
-		// stall), it hands the lock over when it lets go; if A lost it,
-		// B's grant is only slow.
-		if held.Err() == nil {
-			if err := held.Release(ctx); err != nil {
-				t.Fatalf("A's release after the stall: %v", err)
-			}
+	if s.Keeps {
+		if err := held.Err(); err != nil {
+			t.Fatalf("A's lease after the fault: %v, want it still held", err)
+		}
+		select {
+		case g := <-granted:
+			t.Fatalf("B's Acquire returned (%v) while A held the lock", g.err)
+		default:
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
 		}
 		g = <-granted
+	} else {
+		select {
+		case g = <-granted:
+		case <-time.After(10 * time.Second):
+			// Not granted yet. If A still holds (its lease lived through
+			// the fault), it hands the lock over when it lets go; if A
+			// lost it, B's grant is only slow.
+			if held.Err() == nil {
+				if err := held.Release(ctx); err != nil {
+					t.Fatalf("A's release after the fault: %v", err)
+				}
+			}
+			g = <-granted
+		}
 	}
 	if g.err != nil {
-		t.Fatalf("B's Acquire across the stall: %v", g.err)
+		t.Fatalf("B's Acquire across the fault: %v", g.err)
 	}
 	defer g.lease.Release(ctx)
 	if !g.aEnded {
