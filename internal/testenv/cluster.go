@@ -21,7 +21,8 @@ type Cluster struct {
 	// Nodes are the members, in a fixed order.
 	Nodes []*Server
 	// Disks are the members' data directories, in the order of Nodes, for
-	// a cluster started on slow disks; nil otherwise.
+	// a cluster started on slow disks; nil otherwise. A member's
+	// replacement gets its disk, emptied.
 	Disks []*slowdisk.Disk
 	kind  string
 }

@@ -17,7 +17,8 @@ import (
 // and one server, to break the client↔server path without touching the
 // server: clients dial Proxy.Addr instead of Server.Addr.
 type Proxy struct {
-	p *toxiproxy.Proxy
+	p    *toxiproxy.Proxy
+	addr string // p.Listen once started, which Retarget keeps
 }
 
 var (
@@ -46,11 +47,22 @@ func newProxy(t testing.TB, kind, listen, upstream string) *Proxy {
 		t.Fatalf("testenv: proxy for %s: %v", kind, err)
 	}
 	t.Cleanup(p.Stop)
-	return &Proxy{p: p}
+	return &Proxy{p: p, addr: p.Listen}
 }
 
 // Addr returns the address clients dial to go through the proxy.
-func (p *Proxy) Addr() string { return p.p.Listen }
+func (p *Proxy) Addr() string { return p.addr }
+
+// Retarget points the proxy at upstream instead, for a server replaced at
+// a new address: the proxy stops, closing every connection through it,
+// and starts again on the same address (clients reconnect to it), its
+// toxics kept. Retarget to the current upstream does nothing.
+func (p *Proxy) Retarget(t testing.TB, upstream string) {
+	t.Helper()
+	if err := p.p.Update(&toxiproxy.Proxy{Listen: p.addr, Upstream: upstream, Enabled: true}); err != nil {
+		t.Fatalf("testenv: retarget the proxy %s to %s: %v", p.addr, upstream, err)
+	}
+}
 
 func (p *Proxy) add(t testing.TB, typ, stream string, attrs string) {
 	t.Helper()

@@ -102,7 +102,7 @@ func (c *Cluster) ReplaceEtcdMember(t testing.TB, i int) {
 	sp := launch.Etcd(oc.Spec.Image, oc.Spec.Entrypoint, port, name, strings.Join(initial, ","), peer, token)
 	sp.Cmd = append(sp.Cmd, "--initial-cluster-state", "existing")
 	sp.Network, sp.Alias = oc.Spec.Network, alias
-	c.Nodes[i] = c.startMember(t, ctx, sp)
+	c.startMember(t, ctx, i, sp)
 	t.Logf("testenv: etcd member %s replaced by %s (%s) in %v", old.Addr(), name, c.Nodes[i].Addr(), time.Since(start).Round(time.Millisecond))
 }
 
@@ -121,18 +121,26 @@ func (c *Cluster) member(t testing.TB, i int, kind, what string) (*Server, *laun
 	return old, oc
 }
 
-// startMember starts a cluster member of sp and waits until it answers.
-func (c *Cluster) startMember(t testing.TB, ctx context.Context, sp launch.Spec) *Server {
+// startMember starts a cluster member of sp as Nodes[i], in place of one
+// whose container is gone, and waits until it answers. On a cluster on slow
+// disks, the new member gets the old one's disk, emptied (Disks[i]).
+func (c *Cluster) startMember(t testing.TB, ctx context.Context, i int, sp launch.Spec) {
 	t.Helper()
 	d, err := docker()
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
+	if c.Disks != nil {
+		if err := empty(c.Disks[i]); err != nil {
+			t.Fatalf("testenv: empty the disk of %s member %d: %v", c.kind, i+1, err)
+		}
+		onDisk(&sp, c.Disks[i])
+	}
 	s, err := startServer(ctx, d, sp, false)
 	if err != nil {
 		t.Fatalf("testenv: new %s member: %v", c.kind, err)
 	}
-	return s
+	c.Nodes[i] = s
 }
 
 // ReplaceZooKeeperMember replaces server i of a ZooKeeper ensemble by a
@@ -159,6 +167,6 @@ func (c *Cluster) ReplaceZooKeeperMember(t testing.TB, i int) {
 	sp.Network, sp.Alias = oc.Spec.Network, oc.Spec.Alias
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c.Nodes[i] = c.startMember(t, ctx, sp)
+	c.startMember(t, ctx, i, sp)
 	t.Logf("testenv: zookeeper server %d (%s) replaced by a fresh one at %s in %v", i+1, old.Addr(), c.Nodes[i].Addr(), time.Since(start).Round(time.Millisecond))
 }

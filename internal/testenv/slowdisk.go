@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/distlock/locker/internal/launch"
@@ -63,3 +65,18 @@ func mountSlowDisks(t testing.TB, n int) []*slowdisk.Disk {
 
 // onDisk makes d the data directory (/data) of the server sp runs.
 func onDisk(sp *launch.Spec, d *slowdisk.Disk) { sp.Binds = append(sp.Binds, d.Dir+":/data") }
+
+// empty removes everything on d, whose server is gone, for a fresh one: a
+// replaced machine's new disk, as slow as the old one.
+func empty(d *slowdisk.Disk) error {
+	entries, err := os.ReadDir(d.Dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(d.Dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
