@@ -5,13 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -21,7 +19,6 @@ import (
 	"github.com/distlock/locker/internal/launch"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/memory"
-	"github.com/distlock/locker/postgres"
 	"github.com/distlock/locker/redis"
 	_ "github.com/distlock/locker/zookeeper" // registers zookeeper://
 )
@@ -303,37 +300,8 @@ func ZooKeeperEnsembleLinked(t testing.TB) *Deployment {
 // move.
 func Postgres(t testing.TB) *Deployment {
 	s, clock := testenv.PostgresWithClock(t)
-	dsn := s.DSN()
-	table := "rel_" + fresh()
 	d := &Deployment{Name: "postgres", TellingFault: "client blackhole", TTL: time.Second, Liveness: 10 * time.Second, tb: t, Permits: true,
-		servers: []*testenv.Server{s}}
-	d.connect = func(_ context.Context, addrs []string) (locker.Locker, error) {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return nil, err
-		}
-		u.Host = addrs[0]
-		q := u.Query()
-		q.Set("connect_timeout", "2")
-		u.RawQuery = q.Encode()
-		pc, err := pgxpool.ParseConfig(u.String())
-		if err != nil {
-			return nil, err
-		}
-		pc.MaxConns = 8
-		// Built without connecting, as the other backends' clients are:
-		// the first acquisition connects.
-		pool, err := pgxpool.NewWithConfig(context.Background(), pc)
-		if err != nil {
-			return nil, err
-		}
-		l, err := postgres.New(pool, postgres.WithTable(table))
-		if err != nil {
-			pool.Close()
-			return nil, err
-		}
-		return closing{l, pool.Close}, nil
-	}
+		servers: []*testenv.Server{s}, connect: pgConnect(s.DSN(), "rel_"+fresh())}
 	d.proxies(t)
 	d.Faults = append(append(clientFaults(d), serverFaults(d, true)...),
 		// A step back delays a silent holder's idle timeout by the step:

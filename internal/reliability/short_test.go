@@ -30,6 +30,7 @@ func TestZooKeeperEnsemble(t *testing.T)       { checkAll(t, reliability.ZooKeep
 func TestEtcdClusterLinked(t *testing.T)       { checkAll(t, reliability.EtcdClusterLinked(t)) }
 func TestZooKeeperEnsembleLinked(t *testing.T) { checkAll(t, reliability.ZooKeeperEnsembleLinked(t)) }
 func TestPostgres(t *testing.T)                { checkAll(t, reliability.Postgres(t)) }
+func TestPostgresFailover(t *testing.T)        { checkAll(t, reliability.PostgresFailover(t)) }
 
 func checkAll(t *testing.T, d *reliability.Deployment) {
 	t.Run("no faults", func(t *testing.T) { check(t, d, nil, reliability.RunOptions{}) })

@@ -36,7 +36,7 @@ var backends = map[string][]func(testing.TB) *reliability.Deployment{
 	"redlock":   {reliability.Redlock},
 	"etcd":      {reliability.Etcd, reliability.EtcdCluster, reliability.EtcdClusterLinked},
 	"zookeeper": {reliability.ZooKeeper, reliability.ZooKeeperEnsemble, reliability.ZooKeeperEnsembleLinked},
-	"postgres":  {reliability.Postgres},
+	"postgres":  {reliability.Postgres, reliability.PostgresFailover},
 }
 
 // row is one line of the table: a deployment under one fault.
