@@ -165,13 +165,39 @@ func redisClockFaults(d *Deployment, c *testenv.Clock) []Fault {
 // includes it can then be granted to another majority — outside the
 // guarantee, which assumes the masters' clocks advance at about the same
 // rate. A step back (never undone) only makes its keys outlive their TTL.
+//
+// Rates: Redlock's validity leaves a drift margin of TTL/100 + 2 ms
+// (driver.DriftMargin), so masters whose clocks run up to 1 % fast or slow
+// are within the guarantee — one master fast and another slow at once, the
+// skew between masters; a master whose clock runs twice as fast frees its
+// keys in half the TTL, outside it. A rate is undone at heal, keeping the
+// offset the clock reached (undoing that would be a step back).
 func redlockClockFaults(d *Deployment, clocks []*testenv.Clock) []Fault {
 	one := func(h *Harm) *testenv.Clock { return clocks[h.pick(1)[0]] }
 	return []Fault{
 		clockStep("one master clock 10 TTLs ahead", one, 10*d.TTL, true, "Redlock assumes the masters' clocks advance at about the same "+
 			"rate: a master whose clock steps ahead frees its keys early, and a lock held on exactly a majority can be granted again"),
 		clockStep("one master clock stepped back a TTL", one, -d.TTL, false, ""),
+		clockRates("masters' clocks 1% fast and 1% slow", clocks, 10_000, -10_000, ""),
+		clockRates("one master clock twice as fast", clocks, 1_000_000, 0, "Redlock assumes the masters' clocks advance at about the same "+
+			"rate (its drift margin is 1 %): a master whose clock runs twice as fast frees its keys in half the TTL"),
 	}
+}
+
+// clockRates sets one master's clock running fast by fast parts per
+// million and, if slow is not 0, another's by slow, until the fault heals.
+func clockRates(name string, clocks []*testenv.Clock, fast, slow int64, outside string) Fault {
+	return Fault{Name: name, Outside: outside, Inject: func(h *Harm) {
+		picked := h.pick(2)
+		for i, ppm := range []int64{fast, slow} {
+			if ppm == 0 {
+				continue
+			}
+			c := clocks[picked[i]]
+			h.Do(func(tb testing.TB) { c.SetRate(tb, ppm) })
+			h.Undo(func(tb testing.TB) { c.SetRate(tb, 0) })
+		}
+	}}
 }
 
 // pick returns k distinct servers of d at random.
