@@ -39,6 +39,20 @@ func TestMemory_ShortRuns_NoViolations(t *testing.T) {
 	}
 }
 
+// Contended counts the histories that three clients or more shared: every
+// one when four clients share one key, none when two clients run.
+func TestCounts_Contended(t *testing.T) {
+	for _, c := range []struct{ clients, want int }{{4, 1}, {2, 0}} {
+		res := history.Check(t, memoryLockers(), history.Options{Seed: 5, Clients: c.clients, Keys: 1, Duration: 300 * time.Millisecond})
+		if res == nil {
+			return
+		}
+		if res.Counts.Histories != 1 || res.Counts.Contended != c.want {
+			t.Errorf("%d clients on one key: %v, %d contended, want 1 history, %d contended", c.clients, res.Counts, res.Counts.Contended, c.want)
+		}
+	}
+}
+
 // Open by URL, as a backend's test would.
 func TestMemory_ByURL(t *testing.T) {
 	newLocker := func(ctx context.Context) (locker.Locker, error) {

@@ -62,6 +62,7 @@ func (v Violation) String() string {
 type Counts struct {
 	Runs               int // runs added up
 	Histories          int // key histories checked
+	Contended          int // of them, histories in which three of the run's clients or more operated
 	Operations         int // operations recorded
 	Acquisitions       int // successful acquisitions
 	Writes             int // updates acknowledged by the resource
@@ -75,6 +76,7 @@ type Counts struct {
 func (c *Counts) Add(c2 Counts) {
 	c.Runs += c2.Runs
 	c.Histories += c2.Histories
+	c.Contended += c2.Contended
 	c.Operations += c2.Operations
 	c.Acquisitions += c2.Acquisitions
 	c.Writes += c2.Writes

@@ -450,6 +450,9 @@ func (r *runner) check() *Result {
 			continue
 		}
 		c.Histories++
+		if clients(parts[k], r.o.Clients) >= 3 {
+			c.Contended++
+		}
 		lin, v := checkLinearizable(res.model(), k, parts[k], r.o.CheckTimeout, 2*r.o.CheckTimeout)
 		if lin == porcupine.Unknown {
 			res.UnknownKeys = append(res.UnknownKeys, k)
@@ -464,4 +467,16 @@ func (r *runner) check() *Result {
 	c.Violations = len(res.Violations)
 	c.Unknown = len(res.UnknownKeys)
 	return res
+}
+
+// clients counts the distinct clients of the run among ops (not the
+// liveness check's, whose id is n).
+func clients(ops []Op, n int) int {
+	seen := map[int]bool{}
+	for _, op := range ops {
+		if op.Client < n {
+			seen[op.Client] = true
+		}
+	}
+	return len(seen)
 }

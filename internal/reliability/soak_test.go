@@ -178,7 +178,7 @@ func soakOnce(t *testing.T, d *reliability.Deployment, f *reliability.Fault, r *
 	}
 }
 
-var columns = []string{"backend", "deployment", "fault", "guarantee", "runs", "injections", "histories", "operations",
+var columns = []string{"backend", "deployment", "fault", "guarantee", "runs", "injections", "histories", "contended (≥ 3 clients)", "operations",
 	"acquisitions", "stale writes refused", "ambiguous ops", "violations", "unknown checks", "mutex violations outside guarantee", "liveness retries"}
 
 func (r *row) cells() []string {
@@ -194,7 +194,7 @@ func (r *row) cells() []string {
 		out = fmt.Sprint(r.outsideViolations)
 	}
 	c := r.counts
-	return []string{r.backend, r.deployment, r.fault, g, fmt.Sprint(c.Runs), fmt.Sprint(r.injections), fmt.Sprint(c.Histories),
+	return []string{r.backend, r.deployment, r.fault, g, fmt.Sprint(c.Runs), fmt.Sprint(r.injections), fmt.Sprint(c.Histories), fmt.Sprint(c.Contended),
 		fmt.Sprint(c.Operations), fmt.Sprint(c.Acquisitions), fmt.Sprint(c.StaleWritesRefused), fmt.Sprint(c.Ambiguous),
 		fmt.Sprint(c.Violations), fmt.Sprint(c.Unknown), out, fmt.Sprint(r.livenessRetries)}
 }
