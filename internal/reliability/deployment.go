@@ -231,7 +231,7 @@ func EtcdCluster(t testing.TB) *Deployment {
 	d := &Deployment{Name: "etcd-3", TellingFault: "partition the leader", TTL: time.Second, Liveness: 60 * time.Second, tb: t, Permits: true,
 		servers: c.Nodes, cluster: c, connect: etcdConnect("rel-" + fresh() + "/")}
 	d.proxies(t)
-	d.Faults = clusterFaults(d)
+	d.Faults = append(clusterFaults(d), replaceFaults(d, c.ReplaceEtcdMember)...)
 	return d
 }
 
@@ -278,7 +278,7 @@ func ZooKeeperEnsemble(t testing.TB) *Deployment {
 	d := &Deployment{Name: "zookeeper-3", TellingFault: "partition the leader", TTL: ttl, Liveness: 20 * time.Second, tb: t, Permits: true,
 		servers: c.Nodes, cluster: c, connect: zkConnect("/rel-"+fresh(), ttl)}
 	d.proxies(t)
-	d.Faults = clusterFaults(d)
+	d.Faults = append(clusterFaults(d), replaceFaults(d, c.ReplaceZooKeeperMember)...)
 	return d
 }
 
