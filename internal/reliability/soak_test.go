@@ -20,13 +20,15 @@ import (
 // soaks the memory backend for 3 s: CI checks the machinery, the short
 // tests check the backends.
 var (
-	soakFor      = flag.Duration("soak", 0, "soak: run histories for this long per backend, split evenly over its fault mix (0: skip the soak)")
-	soakBackends = flag.String("soak.backends", "memory,redis,redlock,etcd,zookeeper,postgres", "soak: the backends, comma-separated")
-	soakKeys     = flag.Int("soak.keys", 12, "soak: keys per history run (each key's history is checked on its own)")
-	soakParallel = flag.Int("soak.parallel", 1, "soak: backends soaked at once (each starts its own cluster containers)")
-	soakOut      = flag.String("soak.out", "", "soak: also write the table, in Markdown, to this file")
-	soakElect    = flag.Bool("soak.elections", false, "soak: run elections (history.Options.Elections) instead of locks")
-	soakPermits  = flag.Int("soak.permits", 1, "soak: above 1, run N-permit locks of this limit (history.Options.Limit) instead of locks; backends without permits are left out")
+	soakFor        = flag.Duration("soak", 0, "soak: run histories for this long per backend, split evenly over its fault mix (0: skip the soak)")
+	soakBackends   = flag.String("soak.backends", "memory,redis,redlock,etcd,zookeeper,postgres", "soak: the backends, comma-separated")
+	soakKeys       = flag.Int("soak.keys", 12, "soak: keys per history run (each key's history is checked on its own)")
+	soakParallel   = flag.Int("soak.parallel", 1, "soak: backends soaked at once (each starts its own cluster containers)")
+	soakOut        = flag.String("soak.out", "", "soak: also write the table, in Markdown, to this file")
+	soakHistories  = flag.Int("soak.histories", 0, "soak: run each deployment past its share of -soak until it has checked this many histories (split evenly over its faults)")
+	soakInjections = flag.Int("soak.injections", 0, "soak: run each fault past its share of -soak until it has been injected this many times")
+	soakElect      = flag.Bool("soak.elections", false, "soak: run elections (history.Options.Elections) instead of locks")
+	soakPermits    = flag.Int("soak.permits", 1, "soak: above 1, run N-permit locks of this limit (history.Options.Limit) instead of locks; backends without permits are left out")
 )
 
 // backends maps a backend to its deployments.
@@ -132,7 +134,9 @@ func soakBackend(t *testing.T, name string, soak time.Duration) []*row {
 					r.fault, r.outside = j.f.Name, j.f.Outside
 				}
 				rows = append(rows, r)
-				for end := time.Now().Add(share); time.Now().Before(end) || r.counts.Runs == 0; {
+				minHistories := (*soakHistories + len(jobs) - 1) / len(jobs)
+				for end := time.Now().Add(share); time.Now().Before(end) || r.counts.Runs == 0 || r.counts.Histories < minHistories ||
+					j.f != nil && r.injections < *soakInjections; {
 					if t.Context().Err() != nil {
 						return
 					}
