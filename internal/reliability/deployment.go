@@ -307,7 +307,8 @@ func Postgres(t testing.TB) *Deployment {
 		// A step back delays a silent holder's idle timeout by the step:
 		// a TTL keeps that within the liveness bound.
 		clockJump("server clock 10 TTLs ahead", clock, 10*d.TTL, ""),
-		clockJump("server clock a TTL behind", clock, -d.TTL, ""))
+		clockJump("server clock a TTL behind", clock, -d.TTL, ""),
+		crashBehind(d, clock))
 	return d
 }
 
