@@ -9,13 +9,15 @@
 // A Deployment is one backend on its servers — memory; Redis, single and
 // under a sentinel with a replica; Redlock over 5 masters; etcd, single, a
 // 3-member cluster, and one whose peers talk through proxies (-linked);
-// ZooKeeper, standalone, a 3-server ensemble, and a linked one; PostgreSQL
+// ZooKeeper, standalone, a 3-server ensemble, and a linked one; PostgreSQL,
+// single and a primary with a streaming standby (-failover; its clients,
+// like the sentinel's, follow the primary without proxies)
 // — with a toxiproxy per client slot and server (Slots of them), so that
 // the client↔server path of one client can be broken while the others go
 // on. Each client of a run dials through the next slot. The etcd and
 // ZooKeeper servers keep their data on slow disks (internal/slowdisk), and
-// the Redis, Redlock, standalone ZooKeeper and PostgreSQL servers run with
-// a clock the faults move (testenv.Clock).
+// the Redis, Redlock, standalone ZooKeeper and single PostgreSQL servers
+// run with a clock the faults move (testenv.Clock).
 //
 // # Faults
 //
@@ -38,7 +40,10 @@
 //   - for the linked clusters: the leader or a follower isolated with its
 //     packets dropped and its connections left open, and (etcd) the leader
 //     and its followers cut one way;
-//   - for the sentinel: the master frozen until the replica is promoted.
+//   - for the sentinel: the master frozen until the replica is promoted;
+//   - for the PostgreSQL pair: the primary killed and the standby
+//     promoted, healed by rebuilding the killed server as a standby of the
+//     new primary (testenv.PostgresPair.Rebuild).
 //
 // A Nemesis injects one fault again and again during a run — a quiet spell
 // of about TTL/2, the fault for about 1.5×TTL, healed — records each fault's
