@@ -36,7 +36,9 @@
 //   - for the etcd cluster and the ZooKeeper ensemble: one client cut off,
 //     a follower, the leader, or a majority (the leader and a follower)
 //     partitioned from the others (docker network disconnect), the leader
-//     paused, the leader killed and restarted, the leader's disk stalled;
+//     paused, the leader killed and restarted, the leader's disk stalled,
+//     a follower or the leader replaced by a fresh member (its client
+//     proxies retargeted to the new address);
 //   - for the linked clusters: the leader or a follower isolated with its
 //     packets dropped and its connections left open, and (etcd) the leader
 //     and its followers cut one way;
