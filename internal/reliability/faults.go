@@ -90,15 +90,14 @@ func stall(h *Harm, disk *slowdisk.Disk) {
 // unheard by the leader while they hear it.
 func linkFaults(d *Deployment, isolate func(testing.TB, int), heal func(testing.TB), cut func(testing.TB, int, int)) []Fault {
 	c := d.cluster
-	leader := func(h *Harm) int { return slices.Index(c.Nodes, c.Leader(h.TB)) }
 	fs := []Fault{
 		{Name: "leader isolated, packets dropped", Inject: func(h *Harm) {
-			l := leader(h)
+			l := h.leader()
 			h.Do(func(tb testing.TB) { isolate(tb, l) })
 			h.Undo(heal)
 		}},
 		{Name: "follower isolated, packets dropped", Inject: func(h *Harm) {
-			f := (leader(h) + 1 + h.Rng.IntN(len(c.Nodes)-1)) % len(c.Nodes)
+			f := h.follower()
 			h.Do(func(tb testing.TB) { isolate(tb, f) })
 			h.Undo(heal)
 		}},
@@ -108,7 +107,7 @@ func linkFaults(d *Deployment, isolate func(testing.TB, int), heal func(testing.
 	}
 	// cutLeader cuts one direction between the leader and every follower.
 	cutLeader := func(h *Harm, fromLeader bool) {
-		l := leader(h)
+		l := h.leader()
 		h.Undo(heal)
 		for f := range c.Nodes {
 			if f == l {
@@ -200,6 +199,18 @@ func clockRates(name string, clocks []*testenv.Clock, fast, slow int64, outside 
 	}}
 }
 
+// leader returns the index of the cluster's leader now.
+func (h *Harm) leader() int {
+	c := h.D.cluster
+	return slices.Index(c.Nodes, c.Leader(h.TB))
+}
+
+// follower returns the index of one of the cluster's followers, at random.
+func (h *Harm) follower() int {
+	n := len(h.D.cluster.Nodes)
+	return (h.leader() + 1 + h.Rng.IntN(n-1)) % n
+}
+
 // pick returns k distinct servers of d at random.
 func (h *Harm) pick(k int) []int {
 	return h.Rng.Perm(len(h.D.servers))[:k]
@@ -247,15 +258,7 @@ func redlockFaults(d *Deployment) []Fault {
 // ZooKeeper ensemble (3 members), and cut a client off.
 func clusterFaults(d *Deployment) []Fault {
 	c := d.cluster
-	follower := func(h *Harm) *testenv.Server {
-		l := c.Leader(h.TB)
-		for _, i := range h.pick(len(c.Nodes)) {
-			if c.Nodes[i] != l {
-				return c.Nodes[i]
-			}
-		}
-		panic("unreachable")
-	}
+	follower := func(h *Harm) *testenv.Server { return c.Nodes[h.follower()] }
 	disconnect := func(h *Harm, s *testenv.Server) {
 		h.Do(s.Disconnect)
 		h.Undo(s.Reconnect)
@@ -282,7 +285,7 @@ func clusterFaults(d *Deployment) []Fault {
 		// The leader keeps its role (its heartbeats need no disk) while
 		// nothing commits: the etcd#15247 case.
 		{Name: "leader disk stall", Inject: func(h *Harm) {
-			stall(h, c.Disks[slices.Index(c.Nodes, c.Leader(h.TB))])
+			stall(h, c.Disks[h.leader()])
 		}},
 	}
 }

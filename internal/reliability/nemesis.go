@@ -30,6 +30,10 @@ type Fault struct {
 	// TTL, if set, is the lease TTL of runs under this fault instead of
 	// the deployment's.
 	TTL time.Duration
+	// RunFor, if set, is the least time the clients of a run under this
+	// fault start operations (RunOptions.Duration): a fault that takes
+	// long to inject must be met by the clients all through.
+	RunFor time.Duration
 	// Outside, when not empty, says why the fault lies outside the
 	// backend's stated guarantee of mutual exclusion. Runs under it are
 	// judged by the weaker, fencing properties the backend does claim

@@ -38,7 +38,7 @@ func (o *Outcome) OK() bool {
 // RunOptions shape one run; the zero value suits a CI run.
 type RunOptions struct {
 	// Duration bounds the time clients start operations (default TTL +
-	// 1.5 s, at least 2.5 s).
+	// 1.5 s, at least 2.5 s and the fault's RunFor).
 	Duration time.Duration
 	// Keys per run (default 3); each key's history is checked on its own.
 	Keys int
@@ -64,6 +64,9 @@ func (d *Deployment) Run(ctx context.Context, f *Fault, o RunOptions) (*Outcome,
 	}
 	if o.Duration == 0 {
 		o.Duration = max(ttl+1500*time.Millisecond, 2500*time.Millisecond)
+		if f != nil {
+			o.Duration = max(o.Duration, f.RunFor)
+		}
 	}
 	if o.Keys == 0 {
 		o.Keys = 3
