@@ -295,9 +295,11 @@ func clusterFaults(d *Deployment) []Fault {
 // A crash can lose the sequence's last advances (a lock transaction never
 // commits), and the token floor (the sequence raised to the server clock
 // in µs on a new server life) covers them provided the clock at the restart
-// is later than at the crash (docs/design/postgres.md): here it is, by a
-// TTL, although the clock went back — the documented bound, exercised.
-// Whether a crash loses advances varies from run to run.
+// is later than when the last tokens before the crash were taken
+// (docs/design/postgres.md): here it is, by a TTL, although the clock went
+// back — the documented bound, exercised. A crash loses only the WAL not
+// yet written (about the last page), so in a run it may lose nothing;
+// postgres's TestCrashClockBack_TokenFloor makes the loss certain.
 func crashBehind(d *Deployment, c *testenv.Clock) Fault {
 	s := d.server()
 	return Fault{Name: "server clock a TTL behind, killed, restarted after 2 TTLs", MinHold: 2 * d.TTL, Inject: func(h *Harm) {
