@@ -29,10 +29,12 @@
 //   - server pause (docker pause), kill with a restart delayed past the TTL,
 //     and kill with an immediate restart, for single servers; a disk stall
 //     (etcd, ZooKeeper); the server's clock stepped ahead or back (Redis,
-//     ZooKeeper, PostgreSQL);
+//     ZooKeeper, PostgreSQL), and for PostgreSQL stepped back before a
+//     crash, the restart two TTLs later;
 //   - for Redlock: 2 or 3 of the 5 masters paused, one client cut from 2 or
 //     3 of them, 2 of them killed and restarted after the TTL or at once,
-//     one master's clock stepped ahead or back;
+//     one master's clock stepped ahead or back, or running at a skewed
+//     rate (1 % fast and another 1 % slow; twice as fast);
 //   - for the etcd cluster and the ZooKeeper ensemble: one client cut off,
 //     a follower, the leader, or a majority (the leader and a follower)
 //     partitioned from the others (docker network disconnect), the leader
