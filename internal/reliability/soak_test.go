@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ var (
 	soakOut        = flag.String("soak.out", "", "soak: also write the table, in Markdown, to this file")
 	soakHistories  = flag.Int("soak.histories", 0, "soak: run each deployment past its share of -soak until it has checked this many histories (split evenly over its faults)")
 	soakInjections = flag.Int("soak.injections", 0, "soak: run each fault past its share of -soak until it has been injected this many times")
+	soakFaults     = flag.String("soak.faults", "", "soak: only the faults whose name matches this regular expression (\"none\" names the fault-free runs)")
 	soakElect      = flag.Bool("soak.elections", false, "soak: run elections (history.Options.Elections) instead of locks")
 	soakPermits    = flag.Int("soak.permits", 1, "soak: above 1, run N-permit locks of this limit (history.Options.Limit) instead of locks; backends without permits are left out")
 )
@@ -61,6 +63,10 @@ func TestSoak(t *testing.T) {
 			t.Fatalf("-soak.backends: unknown backend %q", n)
 		}
 	}
+	faults, err := regexp.Compile(*soakFaults)
+	if err != nil {
+		t.Fatalf("-soak.faults: %v", err)
+	}
 	start := time.Now()
 	results := make([][]*row, len(names))
 	sem := make(chan struct{}, max(1, *soakParallel))
@@ -70,7 +76,7 @@ func TestSoak(t *testing.T) {
 				t.Parallel()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				results[i] = soakBackend(t, name, soak)
+				results[i] = soakBackend(t, name, soak, faults)
 			})
 		}
 	})
@@ -108,7 +114,7 @@ func TestSoak(t *testing.T) {
 
 // soakBackend runs every deployment of a backend under every fault of its
 // catalogue, and without faults, for an even share of -soak each.
-func soakBackend(t *testing.T, name string, soak time.Duration) []*row {
+func soakBackend(t *testing.T, name string, soak time.Duration, faults *regexp.Regexp) []*row {
 	type job struct {
 		d *reliability.Deployment
 		f *reliability.Fault
@@ -123,9 +129,17 @@ func soakBackend(t *testing.T, name string, soak time.Duration) []*row {
 				t.Logf("%s: no N-permit locks, left out of the permit soak", d.Name)
 				return
 			}
-			jobs := []job{{d, nil}}
+			var jobs []job
+			if faults.MatchString("none") {
+				jobs = append(jobs, job{d, nil})
+			}
 			for _, f := range d.Faults {
-				jobs = append(jobs, job{d, &f})
+				if faults.MatchString(f.Name) {
+					jobs = append(jobs, job{d, &f})
+				}
+			}
+			if len(jobs) == 0 {
+				return
 			}
 			share := soak / time.Duration(len(jobs)*len(backends[name]))
 			for _, j := range jobs {
