@@ -140,6 +140,39 @@ func TestProxy_BlackholeResetLatencyHeal(t *testing.T) {
 	p.Heal(t)
 }
 
+// Retarget moves a proxy to another server on the same address: a client
+// of the proxy reconnects and reaches the new server's data.
+func TestProxy_RetargetFollowsAServerToItsNewAddress(t *testing.T) {
+	t.Parallel()
+	c := testenv.RedisMasters(t, 2)
+	p := c.Nodes[0].Proxy(t)
+	addr := p.Addr()
+	for i, s := range c.Nodes {
+		if err := redisClient(t, s.Addr()).Set(t.Context(), "who", i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := redisClient(t, addr)
+	get := func() (string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		return cl.Get(ctx, "who").Result()
+	}
+	if v, err := get(); err != nil || v != "0" {
+		t.Fatalf("GET through the proxy before Retarget = %q, %v; want the first server's 0", v, err)
+	}
+	p.Retarget(t, c.Nodes[1].Addr())
+	if p.Addr() != addr {
+		t.Fatalf("Retarget moved the proxy from %s to %s", addr, p.Addr())
+	}
+	eventually(t, 5*time.Second, func() error {
+		if v, err := get(); err != nil || v != "1" {
+			return fmt.Errorf("GET through the retargeted proxy = %q, %v; want the second server's 1", v, err)
+		}
+		return nil
+	})
+}
+
 func TestRedisMasters(t *testing.T) {
 	t.Parallel()
 	cl := testenv.RedisMasters(t, 3)
