@@ -43,6 +43,10 @@ var backends = map[string][]func(testing.TB) *reliability.Deployment{
 	"postgres":  {reliability.Postgres, reliability.PostgresFailover},
 }
 
+// maxFailedInARow is how many runs of one fault may fail in a row before a
+// deployment's soak gives up.
+const maxFailedInARow = 3
+
 // row is one line of the table: a deployment under one fault.
 type row struct {
 	backend, deployment, fault, outside string
@@ -149,12 +153,24 @@ func soakBackend(t *testing.T, name string, soak time.Duration, faults *regexp.R
 				}
 				rows = append(rows, r)
 				minHistories := (*soakHistories + len(jobs) - 1) / len(jobs)
+				failedInARow := 0
 				for end := time.Now().Add(share); time.Now().Before(end) || r.counts.Runs == 0 || r.counts.Histories < minHistories ||
 					j.f != nil && r.injections < *soakInjections; {
 					if t.Context().Err() != nil {
 						return
 					}
+					failed := r.failedRuns
 					soakOnce(t, j.d, j.f, r)
+					if r.failedRuns == failed {
+						failedInARow = 0
+					} else if failedInARow++; failedInARow == maxFailedInARow {
+						// The deployment is likely broken for good (a fault
+						// that failed half-way): its other faults would fail
+						// the same way, and the volume targets would keep
+						// this one going forever.
+						t.Errorf("%s / %s: %d runs failed in a row; the deployment's soak stops here", d.Name, r.fault, failedInARow)
+						return
+					}
 				}
 				t.Logf("%s / %s: %v, %d injections", d.Name, r.fault, r.counts, r.injections)
 			}
