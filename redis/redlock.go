@@ -302,6 +302,9 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 		fenced, ferr := r.raiseFences(ctx, res, n, val, token, timeout)
 		validity := req.TTL - time.Since(start) - driver.DriftMargin(req.TTL)
 		if fenced >= r.quorum && validity > 0 {
+			if waiter != "" {
+				r.leaveUngranted(ctx, res, n, waiter, timeout)
+			}
 			return &rlock{r: r, n: n, val: val, token: uint64(token), start: start, ttl: req.TTL, minHold: holdArg(req)}, verdict{}, nil
 		}
 		if validity <= 0 {
@@ -355,6 +358,23 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	slices.Sort(v.others)
 	slices.Reverse(v.others)
 	return nil, v, nil
+}
+
+// leaveUngranted takes a waiter that won its round out of the queues of
+// the masters that did not grant it: a master that granted took it out
+// (acquire_wait.lua), the others keep it queued, and, left there, its
+// entry would take the wake-ups of the lock's next releases there until it
+// went stale — a wake-up to nobody, while the waiter behind it slept until
+// its holder's whole TTL ran out.
+func (r *redlock) leaveUngranted(ctx context.Context, res []nodeResult, n names, waiter string, timeout time.Duration) {
+	if !slices.ContainsFunc(res, func(x nodeResult) bool { return !x.ok }) {
+		return
+	}
+	r.onAll(context.WithoutCancel(ctx), timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
+		if !res[i].ok {
+			leaveScript.Run(ctx, c, []string{n.lock, n.queue, n.deadlines, n.sem}, waiter, r.wake)
+		}
+	})
 }
 
 // maybeRan reports whether a request that failed may have run, or may yet
