@@ -26,9 +26,10 @@ var (
 	soakKeys       = flag.Int("soak.keys", 12, "soak: keys per history run (each key's history is checked on its own)")
 	soakParallel   = flag.Int("soak.parallel", 1, "soak: backends soaked at once (each starts its own cluster containers)")
 	soakOut        = flag.String("soak.out", "", "soak: also write the table, in Markdown, to this file")
-	soakHistories  = flag.Int("soak.histories", 0, "soak: run each deployment past its share of -soak until it has checked this many histories (split evenly over its faults)")
+	soakHistories  = flag.Int("soak.histories", 0, "soak: run each deployment past its share of -soak until it has checked this many contended histories (three clients or more on the key; split evenly over its faults)")
 	soakInjections = flag.Int("soak.injections", 0, "soak: run each fault past its share of -soak until it has been injected this many times")
 	soakFaults     = flag.String("soak.faults", "", "soak: only the faults whose name matches this regular expression (\"none\" names the fault-free runs)")
+	soakStop       = flag.Duration("soak.stop", 0, "soak: start no run after this long in all (0: no limit), and print the table of what ran: a bound on -soak.histories and -soak.injections")
 	soakElect      = flag.Bool("soak.elections", false, "soak: run elections (history.Options.Elections) instead of locks")
 	soakPermits    = flag.Int("soak.permits", 1, "soak: above 1, run N-permit locks of this limit (history.Options.Limit) instead of locks; backends without permits are left out")
 )
@@ -42,6 +43,9 @@ var backends = map[string][]func(testing.TB) *reliability.Deployment{
 	"zookeeper": {reliability.ZooKeeper, reliability.ZooKeeperEnsemble, reliability.ZooKeeperEnsembleLinked},
 	"postgres":  {reliability.Postgres, reliability.PostgresFailover},
 }
+
+// stopAt is when -soak.stop ends the soak.
+var stopAt time.Time
 
 // maxFailedInARow is how many runs of one fault may fail in a row before a
 // deployment's soak gives up.
@@ -72,6 +76,10 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("-soak.faults: %v", err)
 	}
 	start := time.Now()
+	stopAt = time.Now().Add(time.Duration(1<<63 - 1))
+	if *soakStop > 0 {
+		stopAt = start.Add(*soakStop)
+	}
 	results := make([][]*row, len(names))
 	sem := make(chan struct{}, max(1, *soakParallel))
 	t.Run("backends", func(t *testing.T) {
@@ -147,6 +155,9 @@ func soakBackend(t *testing.T, name string, soak time.Duration, faults *regexp.R
 			}
 			share := soak / time.Duration(len(jobs)*len(backends[name]))
 			for _, j := range jobs {
+				if time.Now().After(stopAt) {
+					return
+				}
 				r := &row{backend: name, deployment: d.Name, fault: "none"}
 				if j.f != nil {
 					r.fault, r.outside = j.f.Name, j.f.Outside
@@ -154,9 +165,9 @@ func soakBackend(t *testing.T, name string, soak time.Duration, faults *regexp.R
 				rows = append(rows, r)
 				minHistories := (*soakHistories + len(jobs) - 1) / len(jobs)
 				failedInARow := 0
-				for end := time.Now().Add(share); time.Now().Before(end) || r.counts.Runs == 0 || r.counts.Histories < minHistories ||
+				for end := time.Now().Add(share); time.Now().Before(end) || r.counts.Runs == 0 || r.counts.Contended < minHistories ||
 					j.f != nil && r.injections < *soakInjections; {
-					if t.Context().Err() != nil {
+					if t.Context().Err() != nil || r.counts.Runs > 0 && time.Now().After(stopAt) {
 						return
 					}
 					failed := r.failedRuns
@@ -172,7 +183,7 @@ func soakBackend(t *testing.T, name string, soak time.Duration, faults *regexp.R
 						return
 					}
 				}
-				t.Logf("%s / %s: %v, %d injections", d.Name, r.fault, r.counts, r.injections)
+				t.Logf("%s / %s: %v, %d contended, %d injections", d.Name, r.fault, r.counts, r.counts.Contended, r.injections)
 			}
 		})
 	}
