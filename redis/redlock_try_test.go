@@ -191,9 +191,12 @@ func plantGrant(t testing.TB, ctx context.Context, addr, prefix, key, owner stri
 // A round's undo goes only to the masters where the round's request may
 // have run: one that refused the connection was never sent it, and undoing
 // there only spends another dial. With every master refusing, each of the
-// rounds of a TryAcquire dials each master once. (The undo used to dial
-// them all again, and TryAcquire on unreachable masters took about twice
-// as long: up to 3.4 s, over the 3 s the conformance suite allows.)
+// rounds of a TryAcquire dials each master at most once: 15 dials at most,
+// where an undo would make 30. (The undo used to dial them all again, and
+// TryAcquire on unreachable masters took about twice as long: up to 3.4 s,
+// over the 3 s the conformance suite allows.) Fewer is no fault: a CI run
+// at load 16 counted 12, some master not dialled within a round's node
+// timeout.
 func TestRedlock_RefusedMasters_NoUndo(t *testing.T) {
 	var dials atomic.Int32
 	cs := make([]goredis.UniversalClient, 5)
@@ -216,7 +219,7 @@ func TestRedlock_RefusedMasters_NoUndo(t *testing.T) {
 	if _, err := l.TryAcquire(ctx, "k"); !errors.Is(err, locker.ErrUnavailable) {
 		t.Fatalf("TryAcquire on refusing masters = %v, want ErrUnavailable", err)
 	}
-	if n := dials.Load(); n != 3*5 {
-		t.Fatalf("TryAcquire on 5 refusing masters dialled %d times, want 15: 3 rounds, no undo", n)
+	if n := dials.Load(); n < 5 || n > 3*5 {
+		t.Fatalf("TryAcquire on 5 refusing masters dialled %d times, want 5 to 15: up to 3 rounds, no undo", n)
 	}
 }
