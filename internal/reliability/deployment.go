@@ -306,11 +306,21 @@ func Postgres(t testing.TB) *Deployment {
 	d.Faults = append(append(clientFaults(d), serverFaults(d, true)...),
 		// A step back delays a silent holder's idle timeout by the step:
 		// a TTL keeps that within the liveness bound.
-		clockJump("server clock 10 TTLs ahead", clock, 10*d.TTL, ""),
+		clockJump("server clock 10 TTLs ahead", clock, 10*d.TTL, pgClockAhead),
 		clockJump("server clock a TTL behind", clock, -d.TTL, ""),
 		crashBehind(d, clock))
 	return d
 }
+
+// pgClockAhead is why a PostgreSQL server clock stepped ahead lies outside
+// the guarantee: a loaded CI run (2026-12-01) saw a lock session ended by
+// idle_in_transaction_session_timeout ("terminating connection due to
+// idle-in-transaction timeout") during the step, before its holder's local
+// deadline, and the lock granted again inside it. PostgreSQL checks its
+// timeouts against the wall clock when an alarm fires; the mechanism of the
+// early firing is not confirmed.
+const pgClockAhead = "PostgreSQL checks its session timeouts against the wall clock: a step ahead can end a lock session " +
+	"before its holder's deadline (seen once in a loaded CI run; tokens still rise, the fence holds)"
 
 // server is the deployment's only server; for single-server deployments.
 func (d *Deployment) server() *testenv.Server {
