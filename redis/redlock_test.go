@@ -112,7 +112,14 @@ func TestRedlock_SilentMaster_CostsNoMoreThanTheNodeTimeout(t *testing.T) {
 			t.Fatalf("ContextTimeoutEnabled=%v: TryAcquire with 2 of 3 masters healthy, 1 silent, TTL %v = %v after %v, want the lock",
 				ctxTimeout, ttl, err, time.Since(start).Round(time.Millisecond))
 		}
-		if err := lease.Release(ctx); err != nil {
+		// A release that finds no majority within the node timeout (a
+		// loaded CI run: all three masters timed out) leaves the lease as it
+		// was: try again, as a caller would.
+		err = lease.Release(ctx)
+		for i := 0; i < 3 && errors.Is(err, locker.ErrUnavailable); i++ {
+			err = lease.Release(ctx)
+		}
+		if err != nil {
 			t.Errorf("ContextTimeoutEnabled=%v: Release = %v", ctxTimeout, err)
 		}
 		l.Close()
