@@ -154,10 +154,11 @@ func clockStep(name string, which func(*Harm) *testenv.Clock, d time.Duration, u
 // granted while the clock was ahead outlive the liveness bound (a CI run:
 // "not acquirable within 5s after the run"). The steps add up over a run.
 func redisClockFaults(d *Deployment, c *testenv.Clock) []Fault {
+	server := func(*Harm) *testenv.Clock { return c }
 	return []Fault{
-		clockStep("server clock 10 TTLs ahead", func(*Harm) *testenv.Clock { return c }, 10*d.TTL, false,
+		clockStep("server clock 10 TTLs ahead", server, 10*d.TTL, false,
 			"Redis expires keys by its wall clock: a step ahead frees held locks early (tokens still rise, the fence holds)"),
-		clockStep("server clock stepped back a TTL", func(*Harm) *testenv.Clock { return c }, -d.TTL, false, ""),
+		clockStep("server clock stepped back a TTL", server, -d.TTL, false, ""),
 	}
 }
 
