@@ -109,8 +109,35 @@ func increment(ctx context.Context, l locker.Locker, k string, guard *fencing.Me
 	return nil
 }
 
-// fifoGap separates the arrivals of FIFO waiters.
+// fifoGap separates the arrivals of FIFO waiters when the harness cannot
+// tell when a waiter is queued (one round trip, on a busy machine).
 const fifoGap = 250 * time.Millisecond
+
+// waitQueued returns once n Acquires wait on the service, as the harness
+// sees them (Queuer), or after fifoGap if it cannot see them.
+func (s *suite) waitQueued(t *testing.T, n int) {
+	t.Helper()
+	q, ok := s.h.(Queuer)
+	if !ok {
+		time.Sleep(fifoGap)
+		return
+	}
+	ctx := s.ctx(t, s.opTimeout())
+	for {
+		queued, err := q.Queued(ctx, t)
+		if err != nil {
+			t.Fatalf("counting the queued waiters: %v", err)
+		}
+		if queued >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d waiters queued, want %d: %v", queued, n, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
 
 // testFIFO: waiters queued one after another acquire in that order.
 func testFIFO(t *testing.T, s *suite) {
@@ -146,10 +173,9 @@ func testFIFO(t *testing.T, s *suite) {
 				errs <- err
 			}
 		}()
-		// Arrival order is what the test controls: give each waiter time to
-		// be queued (one round trip, on a busy machine) before the next one
-		// starts.
-		time.Sleep(fifoGap)
+		// Arrival order is what the test controls: each waiter is queued
+		// before the next one starts.
+		s.waitQueued(t, i+1)
 	}
 	s.release(t, holder)
 	wg.Wait()

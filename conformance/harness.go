@@ -49,6 +49,14 @@ type Unreachabler interface {
 // waiters are served in arrival order.
 type FIFOHarness interface{ FIFO() bool }
 
+// Queuer is an optional capability of a FIFO harness: Queued returns how
+// many Acquires wait for a lock on the service now. The FIFO test then
+// starts each waiter once the one before it is seen queued, instead of
+// after a fixed gap, which a loaded machine can outrun.
+type Queuer interface {
+	Queued(ctx context.Context, t *testing.T) (int, error)
+}
+
 // Slacker is an optional Harness capability: how long past the TTL a crashed
 // holder's lock may stay held (default: half the TTL plus one second).
 type Slacker interface{ ExpirySlack() time.Duration }

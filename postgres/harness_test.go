@@ -28,6 +28,8 @@ type harness struct {
 	// ahead, where dialling is slow (TLS and SCRAM).
 	minConns int32
 
+	admin *pgxpool.Pool // for Queued
+
 	mu      sync.Mutex
 	dialers map[locker.Locker]*crashDialer
 }
@@ -37,7 +39,16 @@ func newHarness(t *testing.T, dsn string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{dsn: dsn, ttl: 500 * time.Millisecond, maxHeld: budget, dialers: map[locker.Locker]*crashDialer{}}
+	return &harness{dsn: dsn, ttl: 500 * time.Millisecond, maxHeld: budget, admin: newPool(t, dsn), dialers: map[locker.Locker]*crashDialer{}}
+}
+
+// Queued implements conformance.Queuer: the sessions of the harness's
+// database (the suite's alone) waiting for a lock, a row's or an advisory
+// one.
+func (h *harness) Queued(ctx context.Context, _ *testing.T) (int, error) {
+	var n int
+	err := h.admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
+	return n, err
 }
 
 func (h *harness) TTL() time.Duration { return h.ttl }
