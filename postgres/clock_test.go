@@ -1,8 +1,12 @@
 package postgres_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/internal/holdtest"
@@ -33,4 +37,60 @@ func TestClockJump_ServerWallClock_LiveHolderKeepsItsLock(t *testing.T) {
 		},
 		Keeps: true,
 	})
+}
+
+// TestClockJump_Ahead_EndsASessionBeforeItsTimeout shows why a step of the
+// server's clock ahead is outside the guarantee (doc.go). PostgreSQL 14
+// and later leave the interval timer armed for a timeout that a later
+// statement superseded, and when it fires they compare every timeout's
+// end, computed on the wall clock when it was set, with the wall clock. A
+// session idle in a transaction whose timeout a statement moved later (as
+// Refresh moves it), on a server whose clock then steps ahead, is ended
+// when the superseded timer fires: before its own timeout, so the lock it
+// held is free before its holder's deadline. Without the step the same
+// session lives. The figures leave 3 s on each side for a loaded machine.
+func TestClockJump_Ahead_EndsASessionBeforeItsTimeout(t *testing.T) {
+	s, clock := testenv.PostgresWithClock(t)
+	const timeout = 12 * time.Second
+	for _, step := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprintf("step %v", step), func(t *testing.T) {
+			conn := adminConn(t, s.DSN())
+			ctx := ctxT(t, time.Minute)
+			setTimeout := fmt.Sprintf("SELECT set_config('idle_in_transaction_session_timeout', '%d', true)", timeout.Milliseconds())
+			start := time.Now()
+			// The timer is armed for start+timeout.
+			if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, setTimeout); err != nil {
+				t.Fatal(err)
+			}
+			// At timeout/2 the session's timeout moves to 1.5×timeout; the
+			// timer stays where it was.
+			time.Sleep(time.Until(start.Add(timeout / 2)))
+			if _, err := conn.Exec(ctx, setTimeout); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(timeout)
+			clock.Jump(t, step)
+			t.Cleanup(func() { clock.Jump(t, -step) })
+			// Between the superseded timer (start+timeout) and the
+			// session's own timeout (start+1.5×timeout).
+			time.Sleep(time.Until(start.Add(timeout * 5 / 4)))
+			_, err := conn.Exec(ctx, "SELECT 1")
+			if time.Now().After(deadline) {
+				t.Fatalf("the check came %v after the session's own timeout: the machine is too slow for this test's 3 s margins", time.Since(deadline))
+			}
+			var pgErr *pgconn.PgError
+			switch {
+			case step == 0 && err != nil:
+				t.Fatalf("without a clock step, the session ended before its timeout: %v", err)
+			case step != 0 && !(errors.As(err, &pgErr) && pgErr.Code == "25P03"):
+				t.Fatalf("after a step of %v ahead, the session lived to its own timeout or ended otherwise: %v; "+
+					"if PostgreSQL no longer ends it early, doc.go's caveat can go", step, err)
+			case step != 0:
+				t.Logf("gone %v before its own timeout: %v", time.Until(deadline).Round(time.Millisecond), err)
+			}
+		})
+	}
 }

@@ -313,14 +313,13 @@ func Postgres(t testing.TB) *Deployment {
 }
 
 // pgClockAhead is why a PostgreSQL server clock stepped ahead lies outside
-// the guarantee: a loaded CI run (2026-12-01) saw a lock session ended by
-// idle_in_transaction_session_timeout ("terminating connection due to
-// idle-in-transaction timeout") during the step, before its holder's local
-// deadline, and the lock granted again inside it. PostgreSQL checks its
-// timeouts against the wall clock when an alarm fires; the mechanism of the
-// early firing is not confirmed.
+// the guarantee: PostgreSQL 14+ leaves its interval timer armed for a
+// session timeout a refresh superseded and, when it fires, compares every
+// timeout's end (set on the wall clock) with the wall clock, so a step
+// ahead ends a lock session before its holder's deadline (a loaded CI run,
+// 2026-12-01; postgres/clock_test.go shows the mechanism).
 const pgClockAhead = "PostgreSQL checks its session timeouts against the wall clock: a step ahead can end a lock session " +
-	"before its holder's deadline (seen once in a loaded CI run; tokens still rise, the fence holds)"
+	"before its holder's deadline (tokens still rise, the fence holds)"
 
 // server is the deployment's only server; for single-server deployments.
 func (d *Deployment) server() *testenv.Server {
