@@ -40,9 +40,9 @@ func TestClockJump_ServerWallClock_LiveHolderKeepsItsLock(t *testing.T) {
 }
 
 // TestClockJump_Ahead_EndsASessionBeforeItsTimeout shows why a step of the
-// server's clock ahead is outside the guarantee (doc.go). PostgreSQL 14
-// and later leave the interval timer armed for a timeout that a later
-// statement superseded, and when it fires they compare every timeout's
+// server's clock ahead is outside the guarantee (doc.go). PostgreSQL (15
+// here) leaves its interval timer armed for a timeout that a later
+// statement superseded, and when it fires compares every timeout's
 // end, computed on the wall clock when it was set, with the wall clock. A
 // session idle in a transaction whose timeout a statement moved later (as
 // Refresh moves it), on a server whose clock then steps ahead, is ended

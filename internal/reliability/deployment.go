@@ -313,7 +313,7 @@ func Postgres(t testing.TB) *Deployment {
 }
 
 // pgClockAhead is why a PostgreSQL server clock stepped ahead lies outside
-// the guarantee: PostgreSQL 14+ leaves its interval timer armed for a
+// the guarantee: PostgreSQL (15, tested) leaves its interval timer armed for a
 // session timeout a refresh superseded and, when it fires, compares every
 // timeout's end (set on the wall clock) with the wall clock, so a step
 // ahead ends a lock session before its holder's deadline (a loaded CI run,
