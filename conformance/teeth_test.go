@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/distlock/locker/conformance"
@@ -45,6 +46,10 @@ func TestTeeth(t *testing.T) {
 		flawUnconditionalRelease: {
 			"PausedHolder_LosesLease_StaleReleaseAndWriteRefused",
 		},
+		flawLeakyClose: {
+			"TryAcquire_FreeKey_GrantsPositiveToken",
+			"Acquire_WaitsForRelease_ThenLargerToken",
+		},
 		flawNeverExpire: {
 			"Crash_HolderDies_OtherAcquiresWithinTTL",
 			"PausedHolder_LosesLease_StaleReleaseAndWriteRefused",
@@ -55,7 +60,13 @@ func TestTeeth(t *testing.T) {
 	for flaw, want := range cases {
 		t.Run(flaw, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestToyChild$", "-test.v", "-test.count=1")
+			run := "^TestToyChild$"
+			if flaw == flawLeakyClose {
+				// Every subtest would wait out the leak check's grace: run
+				// only the ones checked.
+				run += "/^(" + strings.Join(want, "|") + ")$"
+			}
+			cmd := exec.Command(os.Args[0], "-test.run="+run, "-test.v", "-test.count=1")
 			cmd.Env = append(os.Environ(), flawEnv+"="+flaw)
 			out, err := cmd.CombinedOutput()
 			if err == nil {

@@ -30,6 +30,7 @@ const (
 	flawConstantTokens       = "constant-tokens"       // every token is 1
 	flawUnconditionalRelease = "unconditional-release" // release deletes whoever holds
 	flawNeverExpire          = "never-expire"          // the service never frees an unrefreshed lock
+	flawLeakyClose           = "leaky-close"           // Close leaves a goroutine running for good
 )
 
 func newToy(flaw string) *toy {
@@ -51,7 +52,12 @@ type errDead struct{}
 func (errDead) Error() string { return "toy: client is dead" }
 
 func (c *toyClient) Name() string { return "toy" }
-func (c *toyClient) Close() error { return nil }
+func (c *toyClient) Close() error {
+	if c.s.flaw == flawLeakyClose {
+		go func() { select {} }()
+	}
+	return nil
+}
 
 func (c *toyClient) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
 	if c.dead.Load() {
