@@ -27,6 +27,13 @@ const maxCreateAttempts = 8
 // node is gone.
 var errVanished = errors.New("zookeeper: own queue node vanished while waiting (session expired or node deleted)")
 
+// dirGone is the error of a look at a queue whose directory is gone: the
+// own node went with it — its session expired, then the server removed
+// the empty container — so it vanished, and the Acquire queues again.
+func dirGone(err error) error {
+	return fmt.Errorf("%w: the lock directory is gone: %v", errVanished, err)
+}
+
 func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (driver.Lock, error) {
 	l, err := b.acquire(ctx, req, false)
 	return l, unauthorized(err)
@@ -402,6 +409,9 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 		}
 	}
 	sessionNow := b.conn.SessionID()
+	if errors.Is(kr.err, zk.ErrNoNode) {
+		return nil, dirGone(kr.err)
+	}
 	if err := errors.Join(or.err, kr.err); err != nil {
 		return nil, err
 	}
@@ -487,6 +497,9 @@ func (b *backend) contend(ctx context.Context, req *driver.Request, dir, name st
 			sessionNow = b.conn.SessionID()
 			return err
 		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, dirGone(err)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -1,8 +1,11 @@
 package zookeeper_test
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/locker/internal/testenv"
 )
@@ -54,5 +57,76 @@ func TestPartition_WaiterConnectionReset_AcquireKeepsWaiting(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("B was not granted the lock after A released it")
+	}
+}
+
+// TestPartition_WaitersSessionsExpire_DirectoryRemoved_AcquireQueuesAgain:
+// a waiter cut off past its session loses its node; the holder then
+// releases, and the server removes the lock directory, an empty container
+// (its container manager does within a minute; deleted here at once). When
+// the waiter reconnects, it looks at a queue whose directory is gone: its
+// node went with it, so it queues again (making the directory anew) instead
+// of failing as unavailable on "node does not exist" — which a quiet CI run
+// (2026-12-01) saw TestPartition_WaiterConnectionReset_AcquireKeepsWaiting
+// do. One waiter: a second one that queued again first would make the
+// directory anew for both.
+func TestPartition_WaitersSessionsExpire_DirectoryRemoved_AcquireQueuesAgain(t *testing.T) {
+	srv := testenv.ZooKeeper(t)
+	proxy := srv.Proxy(t)
+	root := freshRoot(t)
+	a := dial(t, []string{srv.Addr()}, root)
+	admin := rawConn(t, []string{srv.Addr()}, nil)
+	ctx := ctxT(t, 2*time.Minute)
+	held, err := a.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 1
+	got := make(chan error, waiters)
+	for range waiters {
+		b := dial(t, []string{proxy.Addr()}, root)
+		go func() {
+			l, err := b.Acquire(ctx, "k")
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			got <- err
+		}()
+	}
+	dir := lockDir(root, "k")
+	waitQueue(t, admin, dir, 1+waiters)
+
+	proxy.ResetPeer(t)
+	// The waiters' sessions expire: only the holder's node is left.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		kids, _, err := admin.Children(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kids) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cut-off waiters' nodes are still there: %v", kids)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Delete(dir, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatal(err)
+	}
+	proxy.Heal(t)
+	for range waiters {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("a waiter's Acquire after its session expired and the directory went: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("a waiter was never granted the lock")
+		}
 	}
 }
