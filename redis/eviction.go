@@ -25,7 +25,11 @@ type evictionCheck struct {
 }
 
 func (e *evictionCheck) check(ctx context.Context, c goredis.UniversalClient) error {
-	if e.ok.Load() {
+	// Accepted: whatever the policy, the answer is to go on, so the server
+	// is not asked. A lock user may not read it, and each refused CONFIG
+	// GET would be an entry in the server's ACL LOG, where operators look
+	// for intrusions.
+	if e.accept || e.ok.Load() {
 		return nil
 	}
 	if err := e.refuse.Load(); err != nil {
@@ -38,10 +42,8 @@ func (e *evictionCheck) check(ctx context.Context, c goredis.UniversalClient) er
 		// An ACL denies CONFIG GET, as it should a lock user's (CONFIG GET
 		// also reads requirepass): the operator who restricted it says
 		// whether the policy is safe. Not kept: a grant may come later.
-		if !e.accept {
-			return fmt.Errorf("%w: %w (reading maxmemory-policy needs +config|get; or, with maxmemory-policy noeviction, accept it with accept_eviction=true or WithAcceptEviction(true))",
-				locker.ErrUnauthorized, err)
-		}
+		return fmt.Errorf("%w: %w (reading maxmemory-policy needs +config|get; or, with maxmemory-policy noeviction, accept it with accept_eviction=true or WithAcceptEviction(true))",
+			locker.ErrUnauthorized, err)
 	case isRefusal(err):
 		return err // the credentials: not the check's to judge
 	case errors.As(err, &reply):
@@ -50,7 +52,7 @@ func (e *evictionCheck) check(ctx context.Context, c goredis.UniversalClient) er
 		e.logger.Warn("redis: cannot read maxmemory-policy; make sure it is noeviction (an evicted lock is granted twice)", "error", err)
 	case err != nil:
 		return err
-	case policy != "" && !e.accept:
+	case policy != "":
 		err := fmt.Errorf("%w: %w: maxmemory-policy is %s (use noeviction, or accept it with WithAcceptEviction)",
 			locker.ErrInvalidOption, ErrEvictingPolicy, policy)
 		e.refuse.Store(&err)

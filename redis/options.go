@@ -62,8 +62,8 @@ func WithNodeTimeout(d time.Duration) locker.Option {
 // knows. Fencing tokens still increase (the clock floor), so a guarded
 // resource still refuses the older holder once the newer one wrote. A user
 // that may not read the policy (no +config|get, as a lock user should be)
-// is refused with locker.ErrUnauthorized unless this vouches for it. URL
-// query parameter: accept_eviction.
+// is refused with locker.ErrUnauthorized unless this vouches for it; with
+// it, the policy is not read at all. URL query parameter: accept_eviction.
 func WithAcceptEviction(accept bool) locker.Option {
 	return option(func(c *config) { c.AcceptEviction = accept })
 }
