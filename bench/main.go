@@ -6,7 +6,7 @@
 //	redlock    locker's Redlock, 5 masters  vs redsync over the same 5 masters
 //	etcd       locker's etcd backend    vs go.etcd.io/etcd/client/v3/concurrency.Mutex
 //	zookeeper  locker's zookeeper backend vs github.com/go-zookeeper/zk's Lock
-//	postgres   locker's postgres backend vs pg_advisory_lock through pgx
+//	postgres   locker's postgres backend, FOR UPDATE and ?mode=advisory, vs pg_advisory_lock through pgx
 //
 // each beside the raw floor of its group (package benchkit/floor). The
 // workloads are benchkit's: uncontended acquire+release, handoff between W
@@ -201,7 +201,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Machine: machine, Servers: info, Config: c, Results: results, Targets: checks, PerGroupCharts: true,
 			Notes: []string{
 				"Each group runs against one server (or, for Redlock, five masters); its subjects — our backend, the peer libraries, the raw floor — take turns within every round of every workload.",
-				"Peers as configured here: redsync with expiry = TTL and its default retry delay (50–250 ms at random), tries raised so that 128 waiters do not give up; redislock with LinearBackoff(10 ms); concurrency.Mutex with one session per concurrent holder, taken from a pool; zk.Lock on one shared connection (as our Locker uses one session); pg_advisory_lock(hashtextextended(key, 0)) on a pooled connection. Our backends: one Locker per group, opened from its URL, TTL 15 s.",
+				"Peers as configured here: redsync with expiry = TTL and its default retry delay (50–250 ms at random), tries raised so that 128 waiters do not give up; redislock with LinearBackoff(10 ms); concurrency.Mutex with one session per concurrent holder, taken from a pool; zk.Lock on one shared connection (as our Locker uses one session); pg_advisory_lock(hashtextextended(key, 0)) on a pooled connection. Our backends: one Locker per group (PostgreSQL: one per mode, FOR UPDATE and ?mode=advisory), opened from its URL, TTL 15 s.",
 			},
 		}
 		if err := r.Write(*out); err != nil {
@@ -221,14 +221,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // those it opened, for the caller to close.
 func openSubjects(ctx context.Context, c *benchkit.Config, a addrs, groups []string) ([]*benchkit.Subject, error) {
 	var out []*benchkit.Subject
-	ours := func(group, url string) error {
+	oursNamed := func(name, group, url string) error {
 		l, err := locker.Open(ctx, url, locker.WithOwner("locker bench"))
 		if err != nil {
-			return fmt.Errorf("%s: %w", group, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		out = append(out, benchkit.Ours("locker "+group, group, l, locker.WithTTL(c.TTL)))
+		out = append(out, benchkit.Ours(name, group, l, locker.WithTTL(c.TTL)))
 		return nil
 	}
+	ours := func(group, url string) error { return oursNamed("locker "+group, group, url) }
 	addFloor := func(group, url string) error {
 		f, err := floor.ForURL(ctx, url, group)
 		if err != nil {
@@ -272,7 +273,12 @@ func openSubjects(ctx context.Context, c *benchkit.Config, a addrs, groups []str
 			err = errors.Join(err, addFloor(g, u))
 		case g == "postgres" && a.postgres != "":
 			u := withParam(a.postgres, "pool_max_conns=160&max_conns=160")
+			// Both modes: advisory is the same protocol as the peer plus
+			// the token; FOR UPDATE pins a connection per held lock.
 			if err = ours(g, u); err == nil {
+				err = oursNamed("locker postgres advisory", g, withParam(u, "mode=advisory"))
+			}
+			if err == nil {
 				err = add(newAdvisory(ctx, a.postgres))
 			}
 			err = errors.Join(err, addFloor(g, u))

@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/launch"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/zookeeper"
 )
@@ -150,4 +151,31 @@ func TestOpen_WithLogger_GetsGoZookeepersLog(t *testing.T) {
 		}
 	}
 	t.Fatalf("log lines %q: no go-zookeeper session line", h.got)
+}
+
+// A server that closes every connection before granting a session — here
+// because the client's address is past maxClientCnxns, which is 60 by
+// default and met by 60 processes on one host (a lockctl bench run met it
+// with 64 Lockers) — fails Open with ErrUnavailable saying so, not only
+// with the context's deadline.
+func TestOpen_ServerClosesConnectionsBeforeASession_ErrorSaysWhy(t *testing.T) {
+	srv := testenv.Private(t, "zookeeper", "LOCKER_TEST_ZOOKEEPER_ADDR", func(img testenv.Images, port int) launch.Spec {
+		return launch.ZooKeeper(img.Server, port, launch.ZooKeeperOptions{Servers: "maxClientCnxns=1\n"})
+	})
+	ctx := ctxT(t, time.Minute)
+	u := "zookeeper://" + srv.Addr() + "/?connect_timeout=3s"
+	first, err := locker.Open(ctx, u)
+	if err != nil {
+		t.Fatalf("the first Locker: %v", err)
+	}
+	defer first.Close()
+	second, err := locker.Open(ctx, u)
+	if err == nil {
+		second.Close()
+		t.Fatal("a second Locker got a session past maxClientCnxns=1")
+	}
+	if !errors.Is(err, locker.ErrUnavailable) || !strings.Contains(err.Error(), "closed the connection before granting a session") {
+		t.Fatalf("Open past maxClientCnxns = %v, want ErrUnavailable saying the server closed the connection", err)
+	}
+	t.Log(err)
 }

@@ -1,12 +1,14 @@
 package zookeeper_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/distlock/locker"
 	"github.com/distlock/locker/internal/testenv"
 )
 
@@ -27,14 +29,7 @@ func TestPartition_WaiterConnectionReset_AcquireKeepsWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := b.Acquire(ctx, "k")
-		if err == nil {
-			err = l.Release(ctx)
-		}
-		got <- err
-	}()
+	got := acquireThenRelease(ctx, b, "k")
 	waitQueue(t, rawConn(t, []string{srv.Addr()}, nil), lockDir(root, "k"), 2)
 
 	// Every connection B makes is reset as soon as bytes flow, for longer
@@ -81,23 +76,13 @@ func TestPartition_WaitersSessionsExpire_DirectoryRemoved_AcquireQueuesAgain(t *
 	if err != nil {
 		t.Fatal(err)
 	}
-	const waiters = 1
-	got := make(chan error, waiters)
-	for range waiters {
-		b := dial(t, []string{proxy.Addr()}, root)
-		go func() {
-			l, err := b.Acquire(ctx, "k")
-			if err == nil {
-				err = l.Release(ctx)
-			}
-			got <- err
-		}()
-	}
+	b := dial(t, []string{proxy.Addr()}, root)
+	got := acquireThenRelease(ctx, b, "k")
 	dir := lockDir(root, "k")
-	waitQueue(t, admin, dir, 1+waiters)
+	waitQueue(t, admin, dir, 2)
 
 	proxy.ResetPeer(t)
-	// The waiters' sessions expire: only the holder's node is left.
+	// The waiter's session expires: only the holder's node is left.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		kids, _, err := admin.Children(dir)
@@ -108,7 +93,7 @@ func TestPartition_WaitersSessionsExpire_DirectoryRemoved_AcquireQueuesAgain(t *
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the cut-off waiters' nodes are still there: %v", kids)
+			t.Fatalf("the cut-off waiter's node is still there: %v", kids)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -119,14 +104,26 @@ func TestPartition_WaitersSessionsExpire_DirectoryRemoved_AcquireQueuesAgain(t *
 		t.Fatal(err)
 	}
 	proxy.Heal(t)
-	for range waiters {
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatalf("a waiter's Acquire after its session expired and the directory went: %v", err)
-			}
-		case <-ctx.Done():
-			t.Fatal("a waiter was never granted the lock")
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("the waiter's Acquire after its session expired and the directory went: %v", err)
 		}
+	case <-ctx.Done():
+		t.Fatal("the waiter was never granted the lock")
 	}
+}
+
+// acquireThenRelease runs l's Acquire of key in the background, releases
+// what it got, and sends the first error (or nil) on the channel.
+func acquireThenRelease(ctx context.Context, l locker.Locker, key string) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		lease, err := l.Acquire(ctx, key)
+		if err == nil {
+			err = lease.Release(ctx)
+		}
+		got <- err
+	}()
+	return got
 }

@@ -135,6 +135,10 @@ func dial(ctx context.Context, servers []string, cfg *config) (*backend, error) 
 		err := fmt.Errorf("%w: no session with %s (%w)", locker.ErrUnavailable, strings.Join(servers, ","), ctx.Err())
 		if last := lastDial.Load(); last != nil {
 			err = fmt.Errorf("%w; last attempt: %w", err, *last)
+		} else if closed := sl.closed.Load(); closed != nil {
+			err = fmt.Errorf("%w; the server closed the connection before granting a session (%s), as "+
+				"ZooKeeper does while not serving (no quorum) and past maxClientCnxns connections from "+
+				"one client address (60 by default)", err, *closed)
 		}
 		return nil, err
 	}
@@ -157,6 +161,9 @@ type sessionLog struct {
 	timeout   *atomic.Int64
 	ready     chan struct{}
 	readyOnce sync.Once
+	// closed is the last reason go-zookeeper gave for a connection the
+	// server closed before a session (it logs it, and tries again).
+	closed atomic.Pointer[string]
 }
 
 func (s *sessionLog) Printf(format string, args ...any) {
@@ -165,6 +172,10 @@ func (s *sessionLog) Printf(format string, args ...any) {
 			s.timeout.Store(int64(time.Duration(ms) * time.Millisecond))
 			s.readyOnce.Do(func() { close(s.ready) })
 		}
+	}
+	if format == "authentication failed: %s" && len(args) == 1 {
+		why := redact(fmt.Sprint(args[0]), s.secret)
+		s.closed.Store(&why)
 	}
 	if s.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.log.Debug("zookeeper: " + redact(fmt.Sprintf(format, args...), s.secret))
