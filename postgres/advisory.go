@@ -79,6 +79,18 @@ type session struct {
 	locks   map[*advLock]struct{}
 	timeout time.Duration // idle_session_timeout now set (0: off)
 	dead    error
+	// refresh is the next refresh statement, not yet started: the
+	// Refreshes of the session's locks that come before it starts share
+	// it (see advLock.Refresh).
+	refresh *refreshCall
+}
+
+// refreshCall is one refresh statement shared by the Refreshes that joined
+// it; done closes when it ran, err then being its outcome.
+type refreshCall struct {
+	ttl  time.Duration // the longest TTL asked for
+	done chan struct{}
+	err  error
 }
 
 // open pins a pool connection (the caller holds a slot) and prepares it.
@@ -209,6 +221,11 @@ func (s *session) run(ctx context.Context, wait bool, f func(context.Context, *p
 		return ctx.Err()
 	}
 	defer func() { <-s.turn }()
+	return s.runTurn(ctx, wait, f)
+}
+
+// runTurn is run for a caller that has the session's turn.
+func (s *session) runTurn(ctx context.Context, wait bool, f func(context.Context, *pgx.Conn) error) error {
 	s.mu.Lock()
 	dead := s.dead
 	s.mu.Unlock()
@@ -486,31 +503,47 @@ func (a *advBackend) waitOwn(ctx context.Context, req *driver.Request, slots cha
 // Refresh restarts the idle timer of the lock's session (any statement
 // does), raising its timeout to ttl if longer, and checks that the server
 // is still the one that granted the lock.
+//
+// One statement does that for every lock of the session, so the Refreshes
+// of its locks share one: a Refresh joins the session's next refresh
+// statement if it has not started yet, and whichever of its callers gets
+// the session's turn first runs it for all. A statement that starts after
+// a Refresh was called restarts the idle timer after it too, which is all
+// the lease's new deadline (counted from the call) needs. A session of
+// 10,000 locks refreshes in a few statements per interval, not 10,000, and
+// an Acquire waits behind them for its turn no longer.
 func (l *advLock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 	defer authz(&err)
 	s := l.s
-	err = s.run(ctx, false, func(c context.Context, conn *pgx.Conn) error {
-		s.mu.Lock()
-		_, held := s.locks[l]
-		timeout := max(s.timeout, ttl)
+	s.mu.Lock()
+	if _, held := s.locks[l]; !held {
 		s.mu.Unlock()
-		if !held {
-			return locker.ErrLeaseLost
+		return locker.ErrLeaseLost
+	}
+	call := s.refresh
+	if call == nil {
+		call = &refreshCall{done: make(chan struct{})}
+		s.refresh = call
+	}
+	call.ttl = max(call.ttl, ttl)
+	s.mu.Unlock()
+	select {
+	case s.turn <- struct{}{}:
+		select {
+		case <-call.done: // another caller ran it while this one waited
+		default:
+			call.err = s.runTurn(ctx, false, func(c context.Context, conn *pgx.Conn) error { return s.refreshOnTurn(c, conn, call) })
+			close(call.done)
 		}
-		var id serverIdent
-		var recovering bool
-		if err := conn.QueryRow(c, "SELECT set_config('idle_session_timeout', $1, false), "+identSQL+", pg_is_in_recovery()",
-			millis(timeout)).Scan(nil, &id.start, &id.replayed, &recovering); err != nil {
-			return fmt.Errorf("postgres: refresh: %w", err)
-		}
-		s.mu.Lock()
-		s.timeout = timeout
-		s.mu.Unlock()
-		if recovering || id != s.st.ident {
-			return errWrongServer
-		}
-		return nil
-	})
+		<-s.turn
+	case <-call.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	err = call.err
+	if err == nil && !l.isHeld() {
+		err = locker.ErrLeaseLost
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -524,6 +557,30 @@ func (l *advLock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
+}
+
+// refreshOnTurn runs call's statement; the caller has the session's turn.
+// From here on, a Refresh makes a new call: this one has started.
+func (s *session) refreshOnTurn(c context.Context, conn *pgx.Conn, call *refreshCall) error {
+	s.mu.Lock()
+	if s.refresh == call {
+		s.refresh = nil
+	}
+	timeout := max(s.timeout, call.ttl)
+	s.mu.Unlock()
+	var id serverIdent
+	var recovering bool
+	if err := conn.QueryRow(c, "SELECT set_config('idle_session_timeout', $1, false), "+identSQL+", pg_is_in_recovery()",
+		millis(timeout)).Scan(nil, &id.start, &id.replayed, &recovering); err != nil {
+		return fmt.Errorf("postgres: refresh: %w", err)
+	}
+	s.mu.Lock()
+	s.timeout = timeout
+	s.mu.Unlock()
+	if recovering || id != s.st.ident {
+		return errWrongServer
+	}
+	return nil
 }
 
 var errWrongServer = errors.New("postgres: refresh: the server is not the one that granted the lock (a failover or restart behind a pooler)")

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,4 +243,80 @@ func TestAdvisory_SmallPool_AcquireCanStillWait(t *testing.T) {
 	}
 	time.AfterFunc(200*time.Millisecond, func() { _ = held.Release(context.Background()) })
 	takeOver(t, l, "small/held", 20*time.Second, held, "of a key released meanwhile, with a small pool")
+}
+
+// refreshCounter counts the advisory mode's refresh statements that a pool's
+// connections send to the server.
+type refreshCounter struct{ n atomic.Int64 }
+
+func (r *refreshCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, q pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(q.SQL, "SELECT set_config('idle_session_timeout', $1, false), ") && strings.HasSuffix(q.SQL, "pg_is_in_recovery()") {
+		r.n.Add(1)
+	}
+	return ctx
+}
+
+func (r *refreshCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestAdvisory_ConcurrentRefreshes_ShareStatements: one statement restarts
+// the idle timer of every lock on its session, so the Refreshes of locks
+// held on the same few sessions, called at once, share statements — a
+// Locker holding 10,000 locks does not send 2,000 refreshes a second ahead
+// of its next Acquire — and every one of them still succeeds.
+func TestAdvisory_ConcurrentRefreshes_ShareStatements(t *testing.T) {
+	const n = 400
+	dsn := testenv.PostgresDB(t)
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &refreshCounter{}
+	pc.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	l, err := postgres.New(pool, postgres.WithMode(postgres.Advisory), locker.WithTTL(10*time.Minute), locker.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	ctx := ctxT(t, 2*time.Minute)
+	leases := make([]locker.Lease, n)
+	for i := range leases {
+		if leases[i], err = l.TryAcquire(ctx, fmt.Sprintf("refresh/%d", i)); err != nil {
+			t.Fatalf("TryAcquire #%d: %v", i, err)
+		}
+	}
+	before := counter.n.Load()
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i, lease := range leases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if err := lease.Refresh(ctx); err != nil {
+				errs <- fmt.Errorf("Refresh #%d: %w", i, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	statements := counter.n.Load() - before
+	t.Logf("%d concurrent Refreshes sent %d refresh statements", n, statements)
+	if statements < 1 || statements > n/4 {
+		t.Errorf("%d concurrent Refreshes sent %d refresh statements, want 1 to %d", n, statements, n/4)
+	}
+	for _, lease := range leases {
+		if err := lease.Release(ctx); err != nil {
+			t.Fatalf("Release after the shared refreshes: %v", err)
+		}
+	}
 }
