@@ -320,3 +320,76 @@ func TestAdvisory_ConcurrentRefreshes_ShareStatements(t *testing.T) {
 		}
 	}
 }
+
+// TestAdvisory_Handoffs_ReuseWaitersSessions: a waiter waits on a session
+// of its own; once the lock it was granted there is released, the session
+// serves the next waiter instead of being closed, so a run of handoffs
+// does not open a server connection (a new server process) for each.
+func TestAdvisory_Handoffs_ReuseWaitersSessions(t *testing.T) {
+	const handoffs = 20
+	dsn := testenv.PostgresDB(t)
+	pool := newPool(t, dsn)
+	l, err := postgres.New(pool, postgres.WithMode(postgres.Advisory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	admin := adminConn(t, dsn)
+	ctx := ctxT(t, 2*time.Minute)
+	held, err := l.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := pool.Stat().NewConnsCount()
+	for i := range handoffs {
+		next := make(chan locker.Lease, 1)
+		failed := make(chan error, 1)
+		go func() {
+			lease, err := l.Acquire(ctx, "k")
+			if err != nil {
+				failed <- err
+				return
+			}
+			next <- lease
+		}()
+		waitForAdvisoryWait(t, admin)
+		if err := held.Release(ctx); err != nil {
+			t.Fatalf("handoff %d: Release: %v", i+1, err)
+		}
+		select {
+		case held = <-next:
+		case err := <-failed:
+			t.Fatalf("handoff %d: Acquire: %v", i+1, err)
+		}
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	opened := pool.Stat().NewConnsCount() - before
+	t.Logf("%d handoffs opened %d connections", handoffs, opened)
+	if opened > 3 {
+		t.Errorf("%d handoffs opened %d connections, want at most 3 (the waiters' sessions reused)", handoffs, opened)
+	}
+}
+
+// waitForAdvisoryWait returns once a session of the test's database waits
+// for an advisory lock.
+func waitForAdvisoryWait(t *testing.T, admin *pgx.Conn) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var n int
+		err := admin.QueryRow(ctxT(t, 30*time.Second), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "+
+			"AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no session waited for an advisory lock within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
