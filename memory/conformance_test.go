@@ -28,7 +28,10 @@ func (h *harness) NewLocker(_ context.Context, _ *testing.T, opts ...locker.Opti
 	return l, nil
 }
 
-func (h *harness) TTL() time.Duration { return 200 * time.Millisecond }
+// TTL is a second: at 200 ms a loaded CI run (2026-12-02, load 15 beside
+// two busy processes) had a refresh, due 67 ms into the lease, miss the
+// deadline 130 ms after it, and Do_RefreshesAndReleases lost its lease.
+func (h *harness) TTL() time.Duration { return time.Second }
 func (h *harness) FIFO() bool         { return true }
 
 func (h *harness) Crash(_ *testing.T, l locker.Locker) {
