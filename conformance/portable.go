@@ -178,14 +178,21 @@ func testManyHeld(t *testing.T, s *suite) {
 	}
 }
 
-// longTTLLocker is a client for long holds, with the TTL a service holding
-// many locks would use: locker's default, or the harness's own TTL where the
+// longTTL is the TTL of longTTLLocker: a minute, so that each refresh may
+// take 20 s. With locker's default (15 s, 5 s per refresh) loaded CI runs
+// (load 25 beside two busy processes, 2026-12-02) had one refresh of the
+// 1,000 leases take longer, on etcd and on Redlock in the same run, and the
+// lease ended as the contract says it must.
+const longTTL = time.Minute
+
+// longTTLLocker is a client for long holds, with a TTL such as a service
+// holding many locks would use (longTTL), or the harness's own TTL where the
 // backend refuses one that long (ZooKeeper's TTL is at most its session
 // timeout). The harness's short TTL, chosen for expiry tests, would make
 // every lease refresh several times a second.
 func (s *suite) longTTLLocker(t *testing.T) locker.Locker {
 	t.Helper()
-	l, err := s.h.NewLocker(s.ctx(t, s.opTimeout()), t, locker.WithTTL(max(s.ttl, locker.DefaultTTL)))
+	l, err := s.h.NewLocker(s.ctx(t, s.opTimeout()), t, locker.WithTTL(max(s.ttl, longTTL)))
 	if errors.Is(err, locker.ErrInvalidOption) {
 		return s.locker(t)
 	}
