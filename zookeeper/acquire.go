@@ -97,7 +97,7 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 		// directory's Mzxid). The session did not change between sending
 		// the multi and its reply, so the request ran in it and the node is
 		// its ephemeral. The watch that reports the lock's loss is set by
-		// the lock's watcher (lock.watch), which checks the node first.
+		// the lock's loss watch (lock.watchLoss), which checks the node first.
 		l = newLock(b, req, dir+"/"+name, dirStat.Mzxid, session, start, nil)
 	} else {
 		l, err = b.contend(ctx, req, dir, name, data, wait)
@@ -126,8 +126,7 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 		l.promise(start.Add(req.TTL))
 	}
 	b.track(l)
-	b.wg.Add(1)
-	go l.watch()
+	l.watchLoss()
 	return l, nil
 }
 

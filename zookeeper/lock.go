@@ -24,17 +24,18 @@ type lock struct {
 	start   time.Time
 	lost    func(error)
 
-	// watchCh is the watch on the own node, read by watch; nil when the lock
-	// was granted by its create alone: watch then sets it.
+	// watchCh is the watch on the own node, set by the grant; nil when the lock
+	// was granted by its create alone: watchLoss then sets it.
 	watchCh <-chan zk.Event
 	// releasing is set before this lock deletes its own node, so that the
 	// deletion it causes is not reported as a loss.
 	releasing atomic.Bool
 	// failed is set by a refresh that failed: the portable layer then
 	// reports the lease lost and releases it (see Release).
-	failed   atomic.Bool
-	done     chan struct{} // closed when the own node is deleted by this lock
-	doneOnce sync.Once
+	failed atomic.Bool
+	// finished is set once the own node is deleted by this lock (or its
+	// deletion given up): its loss is no longer watched.
+	finished atomic.Bool
 
 	// validUntil is the end of the validity promised to the holder (Start +
 	// TTL, moved by each refresh): a lock declared lost while its session
@@ -44,6 +45,9 @@ type lock struct {
 	// watching is the loss watch that watch has set (nil until then), for
 	// Refresh.
 	watching <-chan zk.Event
+	// shard is the loss watchers' shard waiting on watching, or nil;
+	// guarded by lossWatchers.mu.
+	shard *lossShard
 
 	// pubMu serializes Publish; data is what the own node stores, as of
 	// its data version (0 when created).
@@ -68,7 +72,7 @@ func (l *lock) currentWatch() <-chan zk.Event {
 // when the caller sets it).
 func newLock(b *backend, req *driver.Request, path string, czxid, session int64, start time.Time, watchCh <-chan zk.Event) *lock {
 	return &lock{b: b, path: path, czxid: czxid, session: session, start: start, lost: req.Lost, watchCh: watchCh,
-		done: make(chan struct{}), validUntil: start.Add(req.TTL)}
+		validUntil: start.Add(req.TTL)}
 }
 
 // promise records that the lock is valid until at least t.
@@ -94,49 +98,51 @@ var (
 func (l *lock) Token() uint64    { return uint64(l.czxid) }
 func (l *lock) Start() time.Time { return l.start }
 
-// watch reports the loss of the lock: its node deleted by someone else, or
-// its session expired. It ends when the lock is released or expired, the
-// node is gone, or the backend closes.
-func (l *lock) watch() {
-	defer l.b.wg.Done()
-	ch := l.watchCh
-	if ch == nil {
-		var ok bool
-		if ch, ok = l.rewatch(); !ok {
-			return
-		}
+// watchLoss sets up the report of the lock's loss: its node deleted by
+// someone else, or its session expired. The watch on the own node is
+// waited on by the backend's loss watchers (losswatch.go), not by a
+// goroutine of the lock's; it is set here when the grant did not set it.
+func (l *lock) watchLoss() {
+	if l.watchCh != nil {
+		l.setWatch(l.watchCh)
+		l.b.losses.add(l, l.watchCh)
+		return
 	}
-	l.setWatch(ch)
-	for {
-		select {
-		case ev := <-ch:
-			switch {
-			case ev.Type == zk.EventNodeDeleted && l.releasing.Load():
-				return
-			case ev.Type == zk.EventNodeDeleted:
-				l.report(errors.New("zookeeper: own node deleted by another client"))
-				return
-			case ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrSessionExpired):
-				l.report(fmt.Errorf("zookeeper: session %#x expired: %w", l.session, ev.Err))
-				return
-			case ev.Type == zk.EventNotWatching:
-				l.report(fmt.Errorf("zookeeper: connection closed: %w", eventCause(ev)))
-				return
-			}
-			// The node's data changed (a Publish), or Refresh took the
-			// event and the closed channel gave a zero one: check the node
-			// and watch it again.
-			next, ok := l.rewatch()
-			if !ok {
-				return
-			}
-			ch = next
+	l.b.wg.Add(1)
+	go func() {
+		defer l.b.wg.Done()
+		if ch, ok := l.rewatch(); ok {
 			l.setWatch(ch)
-		case <-l.done:
-			return
-		case <-l.b.closing:
-			return
+			l.b.losses.add(l, ch)
 		}
+	}()
+}
+
+// lossEvent handles the event that ended the own node's watch, and watches
+// the node again when it is still this lock's.
+func (l *lock) lossEvent(ev zk.Event) {
+	switch {
+	case ev.Type == zk.EventNodeDeleted && l.releasing.Load():
+		return
+	case ev.Type == zk.EventNodeDeleted:
+		l.report(errors.New("zookeeper: own node deleted by another client"))
+		return
+	case ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrSessionExpired):
+		l.report(fmt.Errorf("zookeeper: session %#x expired: %w", l.session, ev.Err))
+		return
+	case ev.Type == zk.EventNotWatching:
+		l.report(fmt.Errorf("zookeeper: connection closed: %w", eventCause(ev)))
+		return
+	}
+	if l.finished.Load() || l.b.ctx.Err() != nil {
+		return
+	}
+	// The node's data changed (a Publish), or Refresh took the event and
+	// the closed channel gave a zero one: check the node and watch it
+	// again.
+	if ch, ok := l.rewatch(); ok {
+		l.setWatch(ch)
+		l.b.losses.add(l, ch)
 	}
 }
 
@@ -206,9 +212,9 @@ func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		select {
 		case <-ch:
-			// Fired (or taken by watch): the node was deleted, its data
+			// Fired (or taken by the loss watchers): the node was deleted, its data
 			// changed (a Publish), or the watch ended with the
-			// connection. Read the node to tell. (watch, if it had not
+			// connection. Read the node to tell. (lossEvent, if they had not
 			// taken the event, then reads the closed channel and checks
 			// the node itself.)
 		default:
@@ -298,7 +304,8 @@ func (l *lock) Expire(ctx context.Context) {
 }
 
 func (l *lock) finish() {
-	l.doneOnce.Do(func() { close(l.done) })
+	l.finished.Store(true)
+	l.b.losses.remove(l)
 	l.b.untrack(l)
 }
 

@@ -201,13 +201,15 @@ type backend struct {
 	// plainCreate: the server refused the multi's write of a lock
 	// directory's data (an ACL without write): nodes are created alone.
 	plainCreate atomic.Bool
+	// losses wait on the held locks' loss watches.
+	losses lossWatchers
 
 	// ctx is cancelled by Close: it stops waits, watches and clean-ups.
 	ctx     context.Context
 	cancel  context.CancelFunc
 	closing <-chan struct{} // ctx.Done()
 	// wg counts this backend's goroutines: calls abandoned by their context,
-	// lock watchers and clean-ups.
+	// loss watchers and clean-ups.
 	wg sync.WaitGroup
 }
 
@@ -225,6 +227,7 @@ func (b *backend) Permits() {}
 func newBackend(cfg *config, owned bool) *backend {
 	b := &backend{owned: owned, root: strings.TrimSuffix(cfg.root, "/"), acl: cfg.acl, log: cfg.log}
 	b.mon.locks = map[*lock]struct{}{}
+	b.losses.b = b
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.closing = b.ctx.Done()
 	return b
