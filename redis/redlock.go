@@ -64,7 +64,8 @@ type redlock struct {
 	nodes       []goredis.UniversalClient // distinct masters
 	owned       []goredis.UniversalClient // every client given, closed by Close if closeClient
 	subs        []*subscriber
-	gates       *places.Set // one Acquire per key at a time (see Acquire)
+	refreshes   []*scriptBatch // per master: refresh.lua, pipelined
+	gates       *places.Set    // one Acquire per key at a time (see Acquire)
 	quorum      int
 	nodeTimeout time.Duration // 0: derived from each lease's TTL
 	closeClient bool
@@ -95,6 +96,7 @@ func newRedlock(clients []goredis.UniversalClient, cfg config) (*redlock, error)
 	r.bgCtx, r.bgCancel = context.WithCancel(context.Background())
 	for _, c := range nodes {
 		r.subs = append(r.subs, r.subscriber(c))
+		r.refreshes = append(r.refreshes, &scriptBatch{c: c, script: refreshScript, launch: r.launch, ctx: r.bgCtx})
 	}
 	return r, nil
 }
@@ -492,14 +494,7 @@ func (r *redlock) settle(a *acquisition) {
 	if a.pending == nil {
 		return
 	}
-	r.bgMu.Lock()
-	defer r.bgMu.Unlock()
-	if r.closed {
-		return
-	}
-	r.bgWG.Add(1)
-	go func() {
-		defer r.bgWG.Done()
+	r.launch(func() {
 		ctx, cancel := context.WithTimeout(r.bgCtx, a.req.TTL)
 		defer cancel()
 		answered := make([]int, len(r.nodes))
@@ -530,7 +525,23 @@ func (r *redlock) settle(a *acquisition) {
 			d = min(2*d, time.Second)
 			t.Reset(d)
 		}
+	})
+}
+
+// launch runs fn on a goroutine that Close waits for, and reports whether
+// it did: not once the Locker is closed.
+func (r *redlock) launch(fn func()) bool {
+	r.bgMu.Lock()
+	defer r.bgMu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.bgWG.Add(1)
+	go func() {
+		defer r.bgWG.Done()
+		fn()
 	}()
+	return true
 }
 
 // jitter is a random pause of up to span << n (never more than half the
@@ -749,11 +760,67 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 	if l.minHold != nil {
 		args = append(args, l.minHold)
 	}
-	err = l.onHolders(ctx, "refreshed", max(l.r.timeout(ttl), ttl/3), refreshScript, args...)
+	err = l.refreshAll(ctx, max(l.r.timeout(ttl), ttl/3), args...)
 	if err == nil && time.Since(start) >= ttl-driver.DriftMargin(ttl) {
 		return fmt.Errorf("redlock: refresh took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), ttl)
 	}
 	return err
+}
+
+// refreshAll runs refresh.lua (arguments the owner value and args) on
+// every master, in each master's next pipelined batch (scriptBatch), and
+// tallies the answers as onHolders does.
+func (l *rlock) refreshAll(ctx context.Context, timeout time.Duration, args ...any) error {
+	args = append([]any{l.val}, args...)
+	keys := []string{l.n.lock}
+	calls := make([]*batchCall, len(l.r.nodes))
+	for i, b := range l.r.refreshes {
+		calls[i] = b.start(timeout, keys, args...)
+	}
+	var t holderTally
+	for i, c := range calls {
+		select {
+		case <-c.done:
+			t.add(i, c.res, c.err)
+		case <-ctx.Done():
+			t.add(i, 0, ctx.Err())
+		}
+	}
+	return t.verdict(l.r, "refreshed")
+}
+
+// holderTally counts the masters' answers to a script run on every master
+// that holds a lock: 1 when done, 0 when the lock is not the caller's.
+type holderTally struct {
+	mu       sync.Mutex
+	ok, lost int
+	errs     []error
+}
+
+func (t *holderTally) add(i int, x int64, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case err != nil:
+		t.errs = append(t.errs, fmt.Errorf("master %d: %w", i, err))
+	case x == 1:
+		t.ok++
+	default:
+		t.lost++
+	}
+}
+
+// verdict: nil when a majority did it; ErrLeaseLost when no majority holds
+// the lock for this owner any more; otherwise an error saying what the
+// masters answered.
+func (t *holderTally) verdict(r *redlock, done string) error {
+	switch {
+	case t.ok >= r.quorum:
+		return nil
+	case t.lost > len(r.nodes)-r.quorum:
+		return locker.ErrLeaseLost
+	}
+	return fmt.Errorf("redlock: %s on %d of %d masters, quorum %d: %w", done, t.ok, len(r.nodes), r.quorum, errors.Join(t.errs...))
 }
 
 // onHolders runs script (refresh.lua, publish.lua: key the lock,
@@ -763,29 +830,12 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 // more, and otherwise an error saying what the masters answered.
 func (l *rlock) onHolders(ctx context.Context, done string, timeout time.Duration, script *goredis.Script, args ...any) error {
 	args = append([]any{l.val}, args...)
-	var mu sync.Mutex
-	var ok, lost int
-	var errs []error
+	var t holderTally
 	l.r.onAll(ctx, timeout, func(ctx context.Context, i int, c goredis.UniversalClient) {
 		x, err := script.Run(ctx, c, []string{l.n.lock}, args...).Int64()
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("master %d: %w", i, err))
-		case x == 1:
-			ok++
-		default:
-			lost++
-		}
+		t.add(i, x, err)
 	})
-	switch {
-	case ok >= l.r.quorum:
-		return nil
-	case lost > len(l.r.nodes)-l.r.quorum:
-		return locker.ErrLeaseLost
-	}
-	return fmt.Errorf("redlock: %s on %d of %d masters, quorum %d: %w", done, ok, len(l.r.nodes), l.r.quorum, errors.Join(errs...))
+	return t.verdict(l.r, done)
 }
 
 // Release deletes the lock on every master that holds it. It reports

@@ -223,7 +223,13 @@ func settlers() int {
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "created by github.com/distlock/locker/redis.(*redlock).settle")
+			count := 0
+			for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+				if strings.Contains(g, "github.com/distlock/locker/redis.(*redlock).settle.func") {
+					count++
+				}
+			}
+			return count
 		}
 		buf = make([]byte, 2*len(buf))
 	}
@@ -345,5 +351,84 @@ func TestRedlock_Uncontended_OneRequestPerMaster(t *testing.T) {
 		if err := lease.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Redlock refreshes every lease on every master. Asked for at once, the
+// refreshes of many leases share pipelines: each was a round trip of its own
+// per master, and at 10⁴ held leases their client CPU was more than the
+// machine had (issue 22).
+func TestRedlock_ConcurrentRefreshes_SharePipelines(t *testing.T) {
+	const n = 300
+	c := testenv.RedisMasters(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := redis.NewRedlock(connectMasters(c.Addrs()), redis.WithPrefix(testPrefix()), redis.CloseClients(),
+		redis.WithNodeTimeout(5*time.Second), locker.WithAutoRefresh(false), locker.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	leases := make([]locker.Lease, n)
+	for i := range leases {
+		if leases[i], err = l.TryAcquire(ctx, fmt.Sprint("k", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// stats returns, per master, the read events the server processed (a
+	// pipeline is read in few) and the scripts it ran.
+	stats := func() (reads, scripts []int) {
+		for _, a := range c.Addrs() {
+			info, err := direct(t, a).Info(ctx, "stats", "commandstats").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, s := 0, 0
+			for _, line := range strings.Split(info, "\n") {
+				line = strings.TrimSpace(line)
+				if v, ok := strings.CutPrefix(line, "total_reads_processed:"); ok {
+					r, _ = strconv.Atoi(v)
+				}
+				for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+					if rest, ok := strings.CutPrefix(line, cmd); ok {
+						v, _, _ := strings.Cut(rest, ",")
+						x, _ := strconv.Atoi(v)
+						s += x
+					}
+				}
+			}
+			reads, scripts = append(reads, r), append(scripts, s)
+		}
+		return reads, scripts
+	}
+	// The first refresh loads refresh.lua on each master (EVALSHA
+	// refused, then EVAL): count from the next ones.
+	if err := leases[0].Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reads0, scripts0 := stats()
+	errs := make(chan error, n)
+	for _, lease := range leases {
+		go func() { errs <- lease.Refresh(ctx) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("Refresh: %v", err)
+		}
+	}
+	reads1, scripts1 := stats()
+	for m := range reads1 {
+		// One read of the INFO before counts here too.
+		ran, read := scripts1[m]-scripts0[m], reads1[m]-reads0[m]-1
+		t.Logf("master %d: %d refreshes in %d reads", m, ran, read)
+		if ran != n {
+			t.Errorf("master %d ran %d scripts for %d refreshes, want %d", m, ran, n, n)
+		}
+		if read > n/4 {
+			t.Errorf("master %d read %d times for %d refreshes asked for at once, want them pipelined (at most %d reads)", m, read, n, n/4)
+		}
+	}
+	for _, lease := range leases {
+		_ = lease.Release(ctx)
 	}
 }

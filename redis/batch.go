@@ -1,0 +1,132 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// scriptBatch runs one script on one server for many callers, pipelining
+// the runs asked for while an earlier batch is in flight into the next one.
+// A lone run costs what Script.Run costs; N runs at once (the refreshes of N
+// leases held by one Locker) cost a few pipelines instead of N round trips,
+// N socket writes and N reads. Redlock refreshes every lease on every master,
+// and a round trip each spent the client's CPU: at 10⁴ held leases the
+// refreshes alone took more than the machine had (docs/benchmarks.md).
+type scriptBatch struct {
+	c      goredis.UniversalClient
+	script *goredis.Script
+	// launch runs fn on a goroutine the Locker's Close waits for, and
+	// reports false, running nothing, once the Locker is closed.
+	launch func(fn func()) bool
+	// ctx ends when the Locker closes.
+	ctx context.Context
+
+	mu    sync.Mutex
+	queue []*batchCall
+	busy  bool // a goroutine is sending batches
+}
+
+// batchCall is one run of the script in a batch.
+type batchCall struct {
+	keys     []string
+	args     []any
+	deadline time.Time // when the batch it is in gives up
+	res      int64
+	err      error
+	done     chan struct{} // closed when res and err are set
+}
+
+// errBatchClosed is the error of a run asked for after the Locker closed.
+var errBatchClosed = errors.New("redis: locker closed")
+
+// start queues a run of the script with keys and args, which gives up after
+// timeout, and returns it; its done channel is closed when it has run.
+func (b *scriptBatch) start(timeout time.Duration, keys []string, args ...any) *batchCall {
+	call := &batchCall{keys: keys, args: args, deadline: time.Now().Add(timeout), done: make(chan struct{})}
+	b.mu.Lock()
+	b.queue = append(b.queue, call)
+	idle := !b.busy
+	b.busy = true
+	b.mu.Unlock()
+	if idle && !b.launch(b.send) {
+		b.mu.Lock()
+		calls := b.queue
+		b.queue, b.busy = nil, false
+		b.mu.Unlock()
+		for _, c := range calls {
+			c.finish(0, errBatchClosed)
+		}
+	}
+	return call
+}
+
+func (c *batchCall) finish(res int64, err error) {
+	c.res, c.err = res, err
+	close(c.done)
+}
+
+// send runs the queued calls, a batch at a time, until none is left.
+func (b *scriptBatch) send() {
+	for {
+		b.mu.Lock()
+		calls := b.queue
+		b.queue = nil
+		if len(calls) == 0 {
+			b.busy = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		b.run(calls)
+	}
+}
+
+// run sends calls in one pipeline, bounded by the earliest deadline among
+// them. A server that has not cached the script yet answers NOSCRIPT; those
+// calls are sent again with the script's body, as Script.Run does.
+func (b *scriptBatch) run(calls []*batchCall) {
+	deadline := calls[0].deadline
+	for _, c := range calls[1:] {
+		if c.deadline.Before(deadline) {
+			deadline = c.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(b.ctx, deadline)
+	defer cancel()
+	cmds := b.pipeline(ctx, calls, false)
+	var again []*batchCall
+	var againAt []int
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			again, againAt = append(again, calls[i]), append(againAt, i)
+		}
+	}
+	if len(again) > 0 {
+		for j, cmd := range b.pipeline(ctx, again, true) {
+			cmds[againAt[j]] = cmd
+		}
+	}
+	for i, cmd := range cmds {
+		calls[i].finish(cmd.Int64())
+	}
+}
+
+func (b *scriptBatch) pipeline(ctx context.Context, calls []*batchCall, withBody bool) []*goredis.Cmd {
+	cmds := make([]*goredis.Cmd, len(calls))
+	// Exec's error is the first command's, which each cmd carries too.
+	_, _ = b.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, c := range calls {
+			if withBody {
+				cmds[i] = b.script.Eval(ctx, p, c.keys, c.args...)
+			} else {
+				cmds[i] = b.script.EvalSha(ctx, p, c.keys, c.args...)
+			}
+		}
+		return nil
+	})
+	return cmds
+}
