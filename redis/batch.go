@@ -19,11 +19,10 @@ import (
 type scriptBatch struct {
 	c      goredis.UniversalClient
 	script *goredis.Script
-	// launch runs fn on a goroutine the Locker's Close waits for, and
-	// reports false, running nothing, once the Locker is closed.
-	launch func(fn func()) bool
-	// ctx ends when the Locker closes.
-	ctx context.Context
+	// background runs fn on a goroutine that the Locker's Close cancels
+	// (through ctx) and waits for, and reports false, running nothing,
+	// once the Locker is closed.
+	background func(fn func(ctx context.Context)) bool
 
 	mu    sync.Mutex
 	queue []*batchCall
@@ -52,7 +51,7 @@ func (b *scriptBatch) start(timeout time.Duration, keys []string, args ...any) *
 	idle := !b.busy
 	b.busy = true
 	b.mu.Unlock()
-	if idle && !b.launch(b.send) {
+	if idle && !b.background(b.send) {
 		b.mu.Lock()
 		calls := b.queue
 		b.queue, b.busy = nil, false
@@ -69,8 +68,9 @@ func (c *batchCall) finish(res int64, err error) {
 	close(c.done)
 }
 
-// send runs the queued calls, a batch at a time, until none is left.
-func (b *scriptBatch) send() {
+// send runs the queued calls, a batch at a time, until none is left or
+// ctx ends (each batch then fails at once).
+func (b *scriptBatch) send(ctx context.Context) {
 	for {
 		b.mu.Lock()
 		calls := b.queue
@@ -81,21 +81,21 @@ func (b *scriptBatch) send() {
 			return
 		}
 		b.mu.Unlock()
-		b.run(calls)
+		b.run(ctx, calls)
 	}
 }
 
 // run sends calls in one pipeline, bounded by the earliest deadline among
 // them. A server that has not cached the script yet answers NOSCRIPT; those
 // calls are sent again with the script's body, as Script.Run does.
-func (b *scriptBatch) run(calls []*batchCall) {
+func (b *scriptBatch) run(ctx context.Context, calls []*batchCall) {
 	deadline := calls[0].deadline
 	for _, c := range calls[1:] {
 		if c.deadline.Before(deadline) {
 			deadline = c.deadline
 		}
 	}
-	ctx, cancel := context.WithDeadline(b.ctx, deadline)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	cmds := b.pipeline(ctx, calls, false)
 	var again []*batchCall

@@ -96,7 +96,7 @@ func newRedlock(clients []goredis.UniversalClient, cfg config) (*redlock, error)
 	r.bgCtx, r.bgCancel = context.WithCancel(context.Background())
 	for _, c := range nodes {
 		r.subs = append(r.subs, r.subscriber(c))
-		r.refreshes = append(r.refreshes, &scriptBatch{c: c, script: refreshScript, launch: r.launch, ctx: r.bgCtx})
+		r.refreshes = append(r.refreshes, &scriptBatch{c: c, script: refreshScript, background: r.background})
 	}
 	return r, nil
 }
@@ -494,8 +494,8 @@ func (r *redlock) settle(a *acquisition) {
 	if a.pending == nil {
 		return
 	}
-	r.launch(func() {
-		ctx, cancel := context.WithTimeout(r.bgCtx, a.req.TTL)
+	r.background(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, a.req.TTL)
 		defer cancel()
 		answered := make([]int, len(r.nodes))
 		d := 50 * time.Millisecond
@@ -528,9 +528,10 @@ func (r *redlock) settle(a *acquisition) {
 	})
 }
 
-// launch runs fn on a goroutine that Close waits for, and reports whether
-// it did: not once the Locker is closed.
-func (r *redlock) launch(fn func()) bool {
+// background runs fn in a goroutine that Close cancels (through ctx) and
+// waits for; false, without running it, once the Locker is closed. (The
+// etcd backend's background has the same shape.)
+func (r *redlock) background(fn func(ctx context.Context)) bool {
 	r.bgMu.Lock()
 	defer r.bgMu.Unlock()
 	if r.closed {
@@ -539,7 +540,7 @@ func (r *redlock) launch(fn func()) bool {
 	r.bgWG.Add(1)
 	go func() {
 		defer r.bgWG.Done()
-		fn()
+		fn(r.bgCtx)
 	}()
 	return true
 }

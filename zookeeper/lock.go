@@ -42,8 +42,8 @@ type lock struct {
 	// may live on is not deleted before it (session.go).
 	mu         sync.Mutex
 	validUntil time.Time
-	// watching is the loss watch that watch has set (nil until then), for
-	// Refresh.
+	// watching is the current loss watch (nil until awaitLoss sets it),
+	// for Refresh.
 	watching <-chan zk.Event
 	// shard is the loss watchers' shard waiting on watching, or nil;
 	// guarded by lossWatchers.mu.
@@ -104,18 +104,29 @@ func (l *lock) Start() time.Time { return l.start }
 // goroutine of the lock's; it is set here when the grant did not set it.
 func (l *lock) watchLoss() {
 	if l.watchCh != nil {
-		l.setWatch(l.watchCh)
-		l.b.losses.add(l, l.watchCh)
+		l.awaitLoss(l.watchCh)
 		return
 	}
 	l.b.wg.Add(1)
 	go func() {
 		defer l.b.wg.Done()
-		if ch, ok := l.rewatch(); ok {
-			l.setWatch(ch)
-			l.b.losses.add(l, ch)
-		}
+		l.watchAgain()
 	}()
+}
+
+// watchAgain sets a new watch on the own node, once it is checked to be
+// still this lock's (rewatch), and hands it to the loss watchers.
+func (l *lock) watchAgain() {
+	if ch, ok := l.rewatch(); ok {
+		l.awaitLoss(ch)
+	}
+}
+
+// awaitLoss makes ch the lock's loss watch, for Refresh and for the loss
+// watchers to wait on.
+func (l *lock) awaitLoss(ch <-chan zk.Event) {
+	l.setWatch(ch)
+	l.b.losses.add(l, ch)
 }
 
 // lossEvent handles the event that ended the own node's watch, and watches
@@ -140,10 +151,7 @@ func (l *lock) lossEvent(ev zk.Event) {
 	// The node's data changed (a Publish), or Refresh took the event and
 	// the closed channel gave a zero one: check the node and watch it
 	// again.
-	if ch, ok := l.rewatch(); ok {
-		l.setWatch(ch)
-		l.b.losses.add(l, ch)
-	}
+	l.watchAgain()
 }
 
 // rewatch sets a watch on the own node and checks that the node is still
@@ -212,11 +220,11 @@ func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		select {
 		case <-ch:
-			// Fired (or taken by the loss watchers): the node was deleted, its data
-			// changed (a Publish), or the watch ended with the
-			// connection. Read the node to tell. (lossEvent, if they had not
-			// taken the event, then reads the closed channel and checks
-			// the node itself.)
+			// Fired (or taken by the loss watchers): the node was
+			// deleted, its data changed (a Publish), or the watch ended
+			// with the connection. Read the node to tell. (lossEvent, if
+			// they had not taken the event, then reads the closed channel
+			// and checks the node itself.)
 		default:
 			l.promise(sent.Add(ttl))
 			return nil
