@@ -31,21 +31,25 @@ type scriptBatch struct {
 
 // batchCall is one run of the script in a batch.
 type batchCall struct {
+	id       int // the caller's number for it
 	keys     []string
 	args     []any
 	deadline time.Time // when the batch it is in gives up
 	res      int64
 	err      error
-	done     chan struct{} // closed when res and err are set
+	answered chan<- *batchCall // gets the call once res and err are set
 }
 
 // errBatchClosed is the error of a run asked for after the Locker closed.
 var errBatchClosed = errors.New("redis: locker closed")
 
 // start queues a run of the script with keys and args, which gives up after
-// timeout, and returns it; its done channel is closed when it has run.
-func (b *scriptBatch) start(timeout time.Duration, keys []string, args ...any) *batchCall {
-	call := &batchCall{keys: keys, args: args, deadline: time.Now().Add(timeout), done: make(chan struct{})}
+// timeout; the call, numbered id, is sent on answered once it has run.
+// answered must have room for it: the batch never waits for its caller, who
+// may have stopped listening (a Redlock refresh returns once a quorum has
+// answered).
+func (b *scriptBatch) start(timeout time.Duration, answered chan<- *batchCall, id int, keys []string, args ...any) {
+	call := &batchCall{id: id, keys: keys, args: args, deadline: time.Now().Add(timeout), answered: answered}
 	b.mu.Lock()
 	b.queue = append(b.queue, call)
 	idle := !b.busy
@@ -60,12 +64,11 @@ func (b *scriptBatch) start(timeout time.Duration, keys []string, args ...any) *
 			c.finish(0, errBatchClosed)
 		}
 	}
-	return call
 }
 
 func (c *batchCall) finish(res int64, err error) {
 	c.res, c.err = res, err
-	close(c.done)
+	c.answered <- c
 }
 
 // send runs the queued calls, a batch at a time, until none is left or

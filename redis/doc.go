@@ -39,7 +39,8 @@
 // TTL; waiters are woken one at a time in arrival order, but a TryAcquire
 // (or an Acquire's first try) may take a free lock ahead of them; a Locker
 // queues at most 8 Acquires of a lock in Redis (Redlock: 1), the rest wait
-// in the process in arrival order; a server with an evicting
+// in the process in arrival order; Redlock's Close waits out a refresh
+// sent to a silent master unless it owns the clients; a server with an evicting
 // maxmemory-policy is refused (ErrEvictingPolicy) unless accepted. Route
 // go-redis's own logger with goredis.SetLogger(redis.GoRedisLogger(l)).
 // Design (keys, scripts, waiting, permits, holds, Redlock, proofs): docs/design/redis.md.

@@ -712,17 +712,25 @@ func (r *redlock) Close() error {
 	r.closed = true
 	r.bgMu.Unlock()
 	r.bgCancel()
-	r.bgWG.Wait()
-	r.watches.close()
+	// go-redis does not end a read when its context is cancelled, only at
+	// the deadline: a background call to a silent master (a refresh batch,
+	// whose deadline is a third of the TTL away) would hold Close until
+	// then. Clients the Locker owns are closed first, which closes their
+	// connections and ends such reads at once; the caller's own clients
+	// are left open, and Close waits for the deadline.
 	var errs []error
-	for _, s := range r.subs {
-		errs = append(errs, s.close())
-	}
 	if r.closeClient {
 		for _, c := range r.owned { // duplicates too; a second Close says ErrClosed
 			if err := c.Close(); err != nil && !errors.Is(err, goredis.ErrClosed) {
 				errs = append(errs, err)
 			}
+		}
+	}
+	r.bgWG.Wait()
+	r.watches.close()
+	for _, s := range r.subs {
+		if err := s.close(); err != nil && !(r.closeClient && errors.Is(err, goredis.ErrClosed)) {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -770,21 +778,31 @@ func (l *rlock) Refresh(ctx context.Context, ttl time.Duration) (err error) {
 
 // refreshAll runs refresh.lua (arguments the owner value and args) on
 // every master, in each master's next pipelined batch (scriptBatch), and
-// tallies the answers as onHolders does.
+// tallies the answers as onHolders does. It returns once the answers still
+// to come cannot change the verdict: a silent master's call goes on to its
+// deadline in the background, and a refresh that a quorum has answered does
+// not wait for it.
 func (l *rlock) refreshAll(ctx context.Context, timeout time.Duration, args ...any) error {
 	args = append([]any{l.val}, args...)
 	keys := []string{l.n.lock}
-	calls := make([]*batchCall, len(l.r.nodes))
+	answered := make(chan *batchCall, len(l.r.nodes))
 	for i, b := range l.r.refreshes {
-		calls[i] = b.start(timeout, keys, args...)
+		b.start(timeout, answered, i, keys, args...)
 	}
 	var t holderTally
-	for i, c := range calls {
+	heard := make([]bool, len(l.r.nodes))
+	for pending := len(l.r.nodes); !t.decided(l.r, pending); pending-- {
 		select {
-		case <-c.done:
-			t.add(i, c.res, c.err)
+		case c := <-answered:
+			heard[c.id] = true
+			t.add(c.id, c.res, c.err)
 		case <-ctx.Done():
-			t.add(i, 0, ctx.Err())
+			for i, ok := range heard {
+				if !ok {
+					t.add(i, 0, ctx.Err())
+				}
+			}
+			return t.verdict(l.r, "refreshed")
 		}
 	}
 	return t.verdict(l.r, "refreshed")
@@ -809,6 +827,16 @@ func (t *holderTally) add(i int, x int64, err error) {
 	default:
 		t.lost++
 	}
+}
+
+// decided reports whether the verdict is known with pending masters yet to
+// answer: whatever they say, it will not change.
+func (t *holderTally) decided(r *redlock, pending int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	canSucceed := t.ok+pending >= r.quorum
+	canBeLost := t.lost+pending > len(r.nodes)-r.quorum
+	return t.ok >= r.quorum || t.lost > len(r.nodes)-r.quorum || !canSucceed && !canBeLost
 }
 
 // verdict: nil when a majority did it; ErrLeaseLost when no majority holds

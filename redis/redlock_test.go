@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/internal/bounds"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/redis"
 	goredis "github.com/redis/go-redis/v9"
@@ -430,5 +431,72 @@ func TestRedlock_ConcurrentRefreshes_SharePipelines(t *testing.T) {
 	}
 	for _, lease := range leases {
 		_ = lease.Release(ctx)
+	}
+}
+
+// A refresh returns once its verdict is decided: with 2 healthy masters of
+// 3, their answers make the quorum, and the silent master's call goes on to
+// its deadline (a third of the TTL) in the background. Nor does the next
+// refresh wait behind that call: a master's calls are sent in batches, one
+// at a time, and the silent master's next batch waits for the stuck one.
+// With a 60 s TTL, each of three refreshes in a row must return before a
+// quarter of it, where waiting for the silent master would take a third;
+// and so must Close.
+func TestRedlock_SilentMaster_RefreshReturnsOnQuorum(t *testing.T) {
+	c := testenv.RedisMasters(t, 3)
+	addrs := c.Addrs()
+	p := c.Nodes[2].Proxy(t)
+	addrs[2] = p.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ttl = time.Minute
+	// No read timeout of the client's own (go-redis's default is 5 s): the
+	// silent master's call lasts until its deadline.
+	cs := make([]goredis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		cs[i] = goredis.NewClient(&goredis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1, ReadTimeout: -1})
+	}
+	l, err := redis.NewRedlock(cs, redis.WithPrefix(testPrefix()), redis.CloseClients(),
+		locker.WithTTL(ttl), locker.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			l.Close()
+		}
+	}()
+	lease, err := l.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole(t)
+	bound := ttl / 4
+	for i := range 3 {
+		start := time.Now()
+		err := lease.Refresh(ctx)
+		took := time.Since(start)
+		bounds.Took(t, fmt.Sprintf("refresh %d with a silent master", i+1), took, bound)
+		if err != nil {
+			t.Fatalf("refresh %d with 2 of 3 masters healthy = %v", i+1, err)
+		}
+		if took >= bound {
+			t.Fatalf("refresh %d with 2 of 3 masters healthy took %v, want it back on their quorum, before %v (the silent master's call ends after %v)",
+				i+1, took.Round(time.Millisecond), bound, ttl/3)
+		}
+	}
+	// Nor does Close wait for the silent master: the Locker owns its
+	// clients and closes their connections, the stuck one included.
+	start := time.Now()
+	closed = true
+	if err := l.Close(); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	took := time.Since(start)
+	bounds.Took(t, "Close with a silent master's refresh in flight", took, bound)
+	if took >= bound {
+		t.Errorf("Close with a silent master's refresh in flight took %v, want it not to wait for that call (it ends after %v)",
+			took.Round(time.Millisecond), ttl/3)
 	}
 }
