@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/distlock/locker/internal/launch"
 	"github.com/rs/zerolog"
 )
 
@@ -30,24 +33,50 @@ var (
 // Proxy starts a proxy on 127.0.0.1 in front of s (of its address now: a
 // proxy made before Restart still fits, since restarted servers keep their
 // address), removed at t.Cleanup. It works for external servers too.
+//
+// Its port is one of launch.FreePort's, below the kernel's ephemeral range:
+// Retarget closes the listener and opens it again, and an outgoing
+// connection could take an ephemeral port in between (a CI run's Retarget
+// failed with "bind: address already in use" on port 42447). A port another
+// process bound since FreePort saw it free is given up for the next.
 func (s *Server) Proxy(t testing.TB) *Proxy {
 	t.Helper()
-	return newProxy(t, s.kind, "127.0.0.1:0", s.Addr())
+	var err error
+	for range 10 {
+		var port int
+		if port, err = launch.FreePort(); err != nil {
+			break
+		}
+		var p *Proxy
+		if p, err = startProxy(t, s.kind, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), s.Addr()); err == nil {
+			return p
+		}
+	}
+	t.Fatalf("testenv: proxy for %s: %v", s.kind, err)
+	return nil
 }
 
 // newProxy starts a proxy from listen to upstream, removed at t.Cleanup.
 func newProxy(t testing.TB, kind, listen, upstream string) *Proxy {
 	t.Helper()
+	p, err := startProxy(t, kind, listen, upstream)
+	if err != nil {
+		t.Fatalf("testenv: proxy for %s: %v", kind, err)
+	}
+	return p
+}
+
+func startProxy(t testing.TB, kind, listen, upstream string) (*Proxy, error) {
 	toxiOnce.Do(func() {
 		toxiServer = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	})
 	name := fmt.Sprintf("%s-%d", kind, toxiSeq.Add(1))
 	p := toxiproxy.NewProxy(toxiServer, name, listen, upstream)
 	if err := p.Start(); err != nil {
-		t.Fatalf("testenv: proxy for %s: %v", kind, err)
+		return nil, err
 	}
 	t.Cleanup(p.Stop)
-	return &Proxy{p: p, addr: p.Listen}
+	return &Proxy{p: p, addr: p.Listen}, nil
 }
 
 // Addr returns the address clients dial to go through the proxy.

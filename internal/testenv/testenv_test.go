@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"runtime"
 	"strconv"
 	"strings"
@@ -147,6 +148,12 @@ func TestProxy_RetargetFollowsAServerToItsNewAddress(t *testing.T) {
 	c := testenv.RedisMasters(t, 2)
 	p := c.Nodes[0].Proxy(t)
 	addr := p.Addr()
+	// Retarget listens again on the port it closed: an ephemeral port could
+	// be taken meanwhile by any outgoing connection.
+	_, ps, _ := net.SplitHostPort(addr)
+	if port, _ := strconv.Atoi(ps); port < launch.PortLow || port >= launch.PortHigh {
+		t.Errorf("proxy on %s, want a port in [%d, %d), below the ephemeral range", addr, launch.PortLow, launch.PortHigh)
+	}
 	for i, s := range c.Nodes {
 		if err := redisClient(t, s.Addr()).Set(t.Context(), "who", i, 0).Err(); err != nil {
 			t.Fatal(err)
