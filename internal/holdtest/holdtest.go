@@ -6,6 +6,7 @@ package holdtest
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,9 +29,16 @@ type Scenario struct {
 }
 
 // Check runs the scenario. B may be granted the lock only after A's lease
-// has ended (ErrLeaseLost, or ErrReleased), and with a larger token; if A
-// still holds 10 s after the fault healed, it releases, and B must then be
-// granted. It returns A's lease, ended.
+// has ended, and with a larger token; if A still holds 10 s after the fault
+// healed, it releases, and B must then be granted. It returns A's lease,
+// ended.
+//
+// A's lease has ended when its Done is closed, when its Deadline has passed
+// (its timer may not have run yet on a loaded machine), or once its Release
+// has begun: the server lets the lock go, and may grant it to B, before
+// Release returns and closes Done. B's grant is timed when its Acquire
+// returns, a round trip after the server granted it; a grant that came
+// less than that before A's Release began goes unnoticed.
 func Check(t *testing.T, s Scenario) locker.Lease {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -42,16 +50,19 @@ func Check(t *testing.T, s Scenario) locker.Lease {
 	type grant struct {
 		lease  locker.Lease
 		err    error
+		at     time.Time
 		aEnded bool // A's lease had ended when B's Acquire returned
 	}
+	var release releaseStart
 	granted := make(chan grant, 1)
 	go func() {
 		l, err := s.B.Acquire(ctx, s.Key, s.Options...)
-		g := grant{lease: l, err: err}
+		g := grant{lease: l, err: err, at: time.Now()}
 		select {
 		case <-held.Done():
 			g.aEnded = true
 		default:
+			g.aEnded = !g.at.Before(held.Deadline()) || release.before(g.at)
 		}
 		granted <- g
 	}()
@@ -69,6 +80,7 @@ func Check(t *testing.T, s Scenario) locker.Lease {
 			t.Fatalf("B's Acquire returned (%v) while A held the lock", g.err)
 		default:
 		}
+		release.begin()
 		if err := held.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -81,6 +93,7 @@ func Check(t *testing.T, s Scenario) locker.Lease {
 			// the fault), it hands the lock over when it lets go; if A
 			// lost it, B's grant is only slow.
 			if held.Err() == nil {
+				release.begin()
 				if err := held.Release(ctx); err != nil {
 					t.Fatalf("A's release after the fault: %v", err)
 				}
@@ -102,4 +115,23 @@ func Check(t *testing.T, s Scenario) locker.Lease {
 		t.Errorf("B's token %d after A's %d, want larger", g.lease.Token(), held.Token())
 	}
 	return held
+}
+
+// releaseStart is when A's Release began, if it has.
+type releaseStart struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (r *releaseStart) begin() {
+	r.mu.Lock()
+	r.at = time.Now()
+	r.mu.Unlock()
+}
+
+// before reports whether the Release began before t.
+func (r *releaseStart) before(t time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.at.IsZero() && r.at.Before(t)
 }
