@@ -241,6 +241,9 @@ func (c *Container) Remove(ctx context.Context) error {
 	return removeContainer(ctx, c.d.cli, c.ID)
 }
 
+// errNotOnNetwork says a container has no endpoint on a network.
+var errNotOnNetwork = errors.New("has no address on network")
+
 // Endpoint returns the container's address and its gateway on network name
 // ("bridge" for the default).
 func (c *Container) Endpoint(ctx context.Context, name string) (ip, gateway netip.Addr, err error) {
@@ -250,7 +253,7 @@ func (c *Container) Endpoint(ctx context.Context, name string) (ip, gateway neti
 	}
 	ep := r.Container.NetworkSettings.Networks[name]
 	if ep == nil || !ep.IPAddress.IsValid() {
-		return ip, gateway, fmt.Errorf("%s container has no address on network %s", c.Spec.Kind, name)
+		return ip, gateway, fmt.Errorf("%s container %w %s", c.Spec.Kind, errNotOnNetwork, name)
 	}
 	return ep.IPAddress, ep.Gateway, nil
 }
@@ -364,10 +367,17 @@ func (n *Network) Remove(ctx context.Context) error {
 }
 
 // Disconnect cuts the container off network n (its Spec's), keeping its
-// address there for Connect.
+// address there for Connect. A container this Disconnect already cut off
+// stays off: a call that failed may have done its work, and is retried.
 func (c *Container) Disconnect(ctx context.Context, n *Network) error {
 	ip, _, err := c.Endpoint(ctx, n.Name)
 	if err != nil {
+		c.mu.Lock()
+		_, off := c.addrs[n.ID]
+		c.mu.Unlock()
+		if off && errors.Is(err, errNotOnNetwork) {
+			return nil
+		}
 		return err
 	}
 	c.mu.Lock()
@@ -381,8 +391,14 @@ func (c *Container) Disconnect(ctx context.Context, n *Network) error {
 }
 
 // Connect attaches the container to network n under its Spec's Alias, at
-// the address it had there before Disconnect.
+// the address it had there before Disconnect; a container already on n
+// stays as it is.
 func (c *Container) Connect(ctx context.Context, n *Network) error {
+	if _, _, err := c.Endpoint(ctx, n.Name); err == nil {
+		return nil
+	} else if !errors.Is(err, errNotOnNetwork) {
+		return err
+	}
 	ep := &network.EndpointSettings{Aliases: []string{c.Spec.Alias}}
 	c.mu.Lock()
 	if ip, ok := c.addrs[n.ID]; ok {

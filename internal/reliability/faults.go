@@ -262,9 +262,12 @@ func redlockFaults(d *Deployment) []Fault {
 func clusterFaults(d *Deployment) []Fault {
 	c := d.cluster
 	follower := func(h *Harm) *testenv.Server { return c.Nodes[h.follower()] }
+	// The heal is registered first: a Disconnect that reported an error
+	// may still have cut the member off. Reconnecting a member that is on
+	// its network does nothing.
 	disconnect := func(h *Harm, s *testenv.Server) {
-		h.Do(s.Disconnect)
 		h.Undo(s.Reconnect)
+		h.Do(s.Disconnect)
 	}
 	return []Fault{
 		clientFaults(d)[0],

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,17 +59,20 @@ func (h *Harm) Undo(f func(testing.TB)) { h.undos = append(h.undos, f) }
 // Do runs a testenv fault control, retrying it twice after a failure: on a
 // loaded machine Docker sometimes fails to freeze a container ("OCI runtime
 // pause failed: unable to freeze"), which says nothing about the backend.
-// The last failure stands.
+// A control that fails after all three tries reports every try's failure:
+// the first may have done part of its work and caused the others.
 func (h *Harm) Do(f func(testing.TB)) { retry(h.TB.(*faultTB), f) }
 
 func retry(tb *faultTB, f func(testing.TB)) {
+	var errs []string
 	for i := 0; ; i++ {
 		err := tb.try(func() { f(tb) })
 		if err == nil {
 			return
 		}
+		errs = append(errs, fmt.Sprintf("try %d: %v", i+1, err))
 		if i == 2 {
-			panic(tbFailure{err.Error()})
+			panic(tbFailure{strings.Join(errs, "; ")})
 		}
 		time.Sleep(time.Duration(i+1) * 250 * time.Millisecond)
 	}
