@@ -33,6 +33,14 @@ func (h *harness) NewLocker(ctx context.Context, _ *testing.T, opts ...locker.Op
 	return h.track(l, d, err)
 }
 
+// NewLongLocker implements conformance.LongHolder: a Locker's TTL is its
+// session timeout, so a longer TTL takes a session of its own.
+func (h *harness) NewLongLocker(ctx context.Context, _ *testing.T, ttl time.Duration) (locker.Locker, error) {
+	d := &killDialer{}
+	l, _, err := dialWith(h.servers, h.root, ttl, d.dial)
+	return h.track(l, d, err)
+}
+
 // track records d as the dialer of l, which Crash kills, unless err (the
 // error of making l) is not nil.
 func (h *harness) track(l locker.Locker, d *killDialer, err error) (locker.Locker, error) {

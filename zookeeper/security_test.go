@@ -315,8 +315,17 @@ func TestDigest_Reconnect_StillAuthenticated(t *testing.T) {
 type digestHarness struct{ *harness }
 
 func (h *digestHarness) NewLocker(ctx context.Context, _ *testing.T, opts ...locker.Option) (locker.Locker, error) {
+	return h.open(ctx, h.ttl, opts...)
+}
+
+// NewLongLocker implements conformance.LongHolder (harness.NewLongLocker).
+func (h *digestHarness) NewLongLocker(ctx context.Context, _ *testing.T, ttl time.Duration) (locker.Locker, error) {
+	return h.open(ctx, ttl)
+}
+
+func (h *digestHarness) open(ctx context.Context, session time.Duration, opts ...locker.Option) (locker.Locker, error) {
 	d := &killDialer{}
-	u := "zookeeper://suite:suite-pw@" + strings.Join(h.servers, ",") + h.root + "?session_timeout=" + h.ttl.String()
+	u := "zookeeper://suite:suite-pw@" + strings.Join(h.servers, ",") + h.root + "?session_timeout=" + session.String()
 	l, err := locker.Open(ctx, u, append([]locker.Option{zookeeper.WithDialer(d.dial)}, opts...)...)
 	return h.track(l, d, err)
 }
