@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -71,29 +72,7 @@ func (c *Cluster) ReplaceEtcdMember(t testing.TB, i int) {
 	name := "e" + launch.RandomID(3)
 	alias := "etcd-" + name
 	peer := "http://" + alias + ":2380"
-	// An attempt that timed out may have added the member all the same:
-	// then the next finds its peer address taken, and the list has it.
-	var initial []string
-	err = poll(time.Minute, func(ctx context.Context) error {
-		if _, err := cli.MemberAdd(ctx, []string{peer}); err != nil && !strings.Contains(err.Error(), "already exists") {
-			return err
-		}
-		list, err := cli.MemberList(ctx)
-		if err != nil {
-			return err
-		}
-		initial = initial[:0]
-		for _, m := range list.Members {
-			n := m.Name
-			if slices.Contains(m.PeerURLs, peer) {
-				n = name // not started yet: no name
-			}
-			for _, u := range m.PeerURLs {
-				initial = append(initial, n+"="+u)
-			}
-		}
-		return nil
-	})
+	initial, err := addEtcdMember(cli, name, peer)
 	if err != nil {
 		t.Fatalf("testenv: member add: %v", err)
 	}
@@ -174,4 +153,39 @@ func (c *Cluster) ReplaceZooKeeperMember(t testing.TB, i int) {
 	defer cancel()
 	c.startMember(t, ctx, i, sp)
 	t.Logf("testenv: zookeeper server %d (%s) replaced by a fresh one at %s in %v", i+1, old.Addr(), c.Nodes[i].Addr(), time.Since(start).Round(time.Millisecond))
+}
+
+// addEtcdMember adds a member of peer address peer through cli and returns
+// the --initial-cluster of the new member, which is to be named name.
+func addEtcdMember(cli *clientv3.Client, name, peer string) ([]string, error) {
+	var initial []string
+	err := poll(time.Minute, func(ctx context.Context) error {
+		// An attempt that timed out may have added the member all the
+		// same: then the list has it, and it is not added again (etcd
+		// would refuse: a second member not started yet leaves too few
+		// started ones for a quorum).
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(list.Members, func(m *etcdserverpb.Member) bool { return slices.Contains(m.PeerURLs, peer) }) {
+			added, err := cli.MemberAdd(ctx, []string{peer})
+			if err != nil {
+				return err
+			}
+			list.Members = added.Members
+		}
+		initial = initial[:0]
+		for _, m := range list.Members {
+			n := m.Name
+			if slices.Contains(m.PeerURLs, peer) {
+				n = name // not started yet: no name
+			}
+			for _, u := range m.PeerURLs {
+				initial = append(initial, n+"="+u)
+			}
+		}
+		return nil
+	})
+	return initial, err
 }
