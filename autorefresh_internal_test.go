@@ -131,3 +131,54 @@ func TestAutoRefresh_Failure_EndsLeaseAndStops(t *testing.T) {
 		t.Fatalf("%d refreshes, want the failed one alone", n)
 	}
 }
+
+// slowRefreshLock's refreshes take slow, or fail when their context ends
+// first, as a backend's request does.
+type slowRefreshLock struct {
+	start time.Time
+	slow  time.Duration
+	done  chan error // each refresh's outcome
+}
+
+func (l *slowRefreshLock) Token() uint64    { return 7 }
+func (l *slowRefreshLock) Start() time.Time { return l.start }
+func (l *slowRefreshLock) Refresh(ctx context.Context, _ time.Duration) error {
+	var err error
+	select {
+	case <-time.After(l.slow):
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	l.done <- err
+	return err
+}
+func (l *slowRefreshLock) Release(context.Context) error { return nil }
+
+// An automatic refresh may take longer than the refresh interval (a third
+// of the TTL): the lease stays valid until its deadline, and a refresh
+// that succeeds before it keeps the lease. A loaded CI run's etcd cluster
+// took past 667 ms, the interval of the suite's 2 s TTL, to answer one
+// refresh, and the lease ended with 1.3 s of its validity left.
+func TestAutoRefresh_SlowerThanTheInterval_KeepsLease(t *testing.T) {
+	const ttl = 6 * time.Second // a refresh every 2 s, its lease valid 4 s more
+	lock := &slowRefreshLock{slow: ttl / 2, done: make(chan error, 8)}
+	s := &stub{acquire: func(context.Context, *driver.Request) (driver.Lock, error) {
+		lock.start = time.Now()
+		return lock, nil
+	}}
+	l, err := New(s, WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	lease, err := l.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-lock.done; err != nil {
+		t.Fatalf("the refresh that takes %v was cut off: %v", lock.slow, err)
+	}
+	if err := lease.Err(); err != nil {
+		t.Fatalf("after a refresh that succeeded within the lease's validity, Err = %v", err)
+	}
+}

@@ -351,14 +351,18 @@ func (l *lease) cleanup(ctx context.Context) {
 
 // autoRefreshOnce runs on the refresher timer, a third of the TTL after the
 // lease started or after its last automatic refresh: it refreshes once and
-// re-arms the timer while the lease is held. Each refresh is bounded by that
-// interval, so a hung one fails before the deadline instead of silently
+// re-arms the timer while the lease is held. Each refresh is bounded by the
+// lease's deadline, so a hung one ends with the lease instead of silently
 // outliving it. A refresh that fails ends the chain (the loss is logged where
 // the lease ended), as does the end of the lease: end stops the armed timer,
 // and a run already under way finds the lease ended, at its turn or after.
 func (l *lease) autoRefreshOnce() {
 	interval := l.ttl / 3
-	ctx, cancel := context.WithTimeout(l.c.ctx, interval)
+	// The refresh may take until the lease's deadline, not only the
+	// interval: one that answers later than the interval but before the
+	// deadline still proves the lock held, and a refresh cut off ends the
+	// lease. The deadline's timer ends the lease if it comes first.
+	ctx, cancel := context.WithDeadline(l.c.ctx, l.Deadline())
 	err := l.Refresh(ctx)
 	cancel()
 	l.mu.Lock()
