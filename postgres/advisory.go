@@ -21,9 +21,15 @@ import (
 // together leave one connection of the budget for waiting).
 const sharedConns = 4
 
-// maxSpares is how many of its waiters' own sessions an advisory Locker
-// keeps open once they hold nothing, for its next waiters (see spare).
-const maxSpares = 32
+// maxSpares sizes the channel of an advisory Locker's spare sessions (see
+// spare). Each spare keeps its slot of the connection budget, so the budget
+// is what bounds them; a spare past this size is closed.
+const maxSpares = 1024
+
+// spareIdle is how long a spare session is kept unused before it is
+// closed: a burst of waiters leaves its sessions to the next burst, not
+// to the Locker's whole life.
+var spareIdle = time.Minute
 
 // advStatementTimeout bounds one statement on a shared connection. Such a
 // statement never waits for a lock, so it is not cut short by the caller's
@@ -50,8 +56,12 @@ type advBackend struct {
 	// with its slot of the budget) for the next waiter: opening one costs
 	// a new server process and four round trips, which a handoff between
 	// waiters paid every time (24 handoffs a second at W = 8, against
-	// pg_advisory_lock's 1,315 on pooled connections).
-	spares chan *session
+	// pg_advisory_lock's 1,315 on pooled connections). sweep, while armed,
+	// closes those unused for spareIdle; it counts in sweeping while armed
+	// or running, so that Close waits for it.
+	spares   chan *session
+	sweep    *time.Timer
+	sweeping sync.WaitGroup
 }
 
 func newAdvisory(b *backend) *advBackend {
@@ -90,6 +100,9 @@ type session struct {
 	locks   map[*advLock]struct{}
 	timeout time.Duration // idle_session_timeout now set (0: off)
 	dead    error
+	// idleFrom is when the session became a spare (retire); only the
+	// holder of the spare reads or writes it.
+	idleFrom time.Time
 	// refresh is the next refresh statement, not yet started: the
 	// Refreshes of the session's locks that come before it starts share
 	// it (see advLock.Refresh).
@@ -516,12 +529,17 @@ func (a *advBackend) spare() *session {
 // retire keeps a waiter's own session that holds nothing as a spare, or
 // closes it when there are enough spares or the Locker is closed. Its
 // idle_session_timeout is off (the release set it so): a spare is not cut
-// off by the server while it waits to be used again.
+// off by the server while it waits to be used again, but by the sweep once
+// it has waited spareIdle.
 func (a *advBackend) retire(s *session) {
 	a.mu.Lock()
 	closed := a.closed
+	if !closed {
+		a.armSweep()
+	}
 	a.mu.Unlock()
 	if !closed && s.alive() {
+		s.idleFrom = time.Now()
 		select {
 		case a.spares <- s:
 			return
@@ -529,6 +547,53 @@ func (a *advBackend) retire(s *session) {
 		}
 	}
 	s.kill(errReleased)
+}
+
+// armSweep arms the sweep of idle spares unless it is armed or running;
+// the caller holds a.mu and knows the Locker is open.
+func (a *advBackend) armSweep() {
+	if a.sweep == nil {
+		a.sweeping.Add(1)
+		a.sweep = time.AfterFunc(spareIdle, a.sweepSpares)
+	}
+}
+
+// sweepSpares closes the spares unused for spareIdle, and arms itself
+// again while spares are left.
+func (a *advBackend) sweepSpares() {
+	defer a.sweeping.Done()
+	var keep, idle []*session
+	for n := len(a.spares); n > 0; n-- {
+		var s *session
+		select {
+		case s = <-a.spares:
+		default:
+		}
+		if s == nil {
+			break
+		}
+		if s.alive() && time.Since(s.idleFrom) < spareIdle {
+			keep = append(keep, s)
+		} else {
+			idle = append(idle, s)
+		}
+	}
+	for _, s := range keep {
+		select {
+		case a.spares <- s:
+		default:
+			idle = append(idle, s)
+		}
+	}
+	for _, s := range idle {
+		s.kill(errReleased)
+	}
+	a.mu.Lock()
+	a.sweep = nil
+	if !a.closed && len(a.spares) > 0 {
+		a.armSweep()
+	}
+	a.mu.Unlock()
 }
 
 func (s *session) alive() bool {
@@ -743,12 +808,16 @@ func (a *advBackend) Close() error {
 	for s := range a.sessions {
 		all = append(all, s)
 	}
+	if a.sweep != nil && a.sweep.Stop() {
+		a.sweeping.Done() // it will not run
+	}
 	a.mu.Unlock()
 	for _, s := range all {
 		s.turn <- struct{}{}
 		s.kill(errClosed)
 		<-s.turn
 	}
+	a.sweeping.Wait()
 	if a.b.ownPool {
 		a.b.pool.Close()
 	}

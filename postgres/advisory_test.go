@@ -374,7 +374,11 @@ func TestAdvisory_Handoffs_ReuseWaitersSessions(t *testing.T) {
 
 // waitForAdvisoryWait returns once a session of the test's database waits
 // for an advisory lock.
-func waitForAdvisoryWait(t *testing.T, admin *pgx.Conn) {
+func waitForAdvisoryWait(t *testing.T, admin *pgx.Conn) { waitForAdvisoryWaiters(t, admin, 1) }
+
+// waitForAdvisoryWaiters returns once n sessions of the test's database
+// wait for an advisory lock.
+func waitForAdvisoryWaiters(t *testing.T, admin *pgx.Conn, want int) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -384,12 +388,105 @@ func waitForAdvisoryWait(t *testing.T, admin *pgx.Conn) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
+		if n >= want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no session waited for an advisory lock within a minute")
+			t.Fatalf("%d sessions waited for an advisory lock after a minute, want %d", n, want)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAdvisory_ManyWaiters_ReuseTheirSessions: a round of waiters, more
+// than the Locker kept spare sessions for until 2026-12-02 (32), queue
+// behind a holder, each on a session of its own, and are granted in turn;
+// the sessions they release serve the next round's waiters instead of
+// being closed. The peers run's handoff at 128 waiters opened a server
+// connection, a new server process, for 96 of every round's waiters: 0.15
+// × pg_advisory_lock.
+func TestAdvisory_ManyWaiters_ReuseTheirSessions(t *testing.T) {
+	const waiters = 48
+	dsn := testenv.PostgresDB(t)
+	pool, l := advisoryOnPool(t, dsn, waiters+8)
+	admin := adminConn(t, dsn)
+	waitersRound(t, l, admin, waiters)
+	before := pool.Stat().NewConnsCount()
+	waitersRound(t, l, admin, waiters)
+	opened := pool.Stat().NewConnsCount() - before
+	t.Logf("a second round of %d waiters opened %d connections", waiters, opened)
+	if opened > 2 {
+		t.Errorf("a second round of %d waiters opened %d connections, want the first round's sessions reused", waiters, opened)
+	}
+}
+
+// TestAdvisory_SpareSessions_ClosedWhenIdle: the sessions a round of
+// waiters leaves as spares are closed once unused for the spare idle time,
+// while the Locker stays open and idle.
+func TestAdvisory_SpareSessions_ClosedWhenIdle(t *testing.T) {
+	const waiters = 6
+	postgres.SetSpareIdle(t, 500*time.Millisecond)
+	dsn := testenv.PostgresDB(t)
+	pool, l := advisoryOnPool(t, dsn, waiters+8)
+	waitersRound(t, l, adminConn(t, dsn), waiters)
+	pinned := pool.Stat().AcquiredConns()
+	if pinned < waiters {
+		t.Fatalf("%d connections pinned after the round, want the %d waiters' sessions kept as spares", pinned, waiters)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for pool.Stat().AcquiredConns() > pinned-waiters {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still pinned a minute after the round (%d right after it), want the %d spares closed after 500 ms unused",
+				pool.Stat().AcquiredConns(), pinned, waiters)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// advisoryOnPool returns an advisory Locker with a budget of n
+// connections, on a pool of its own with room for them.
+func advisoryOnPool(t *testing.T, dsn string, n int32) (*pgxpool.Pool, locker.Locker) {
+	t.Helper()
+	pool := sizedPool(t, dsn, n)
+	l, err := postgres.New(pool, postgres.WithMode(postgres.Advisory), postgres.WithMaxConns(int(n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return pool, l
+}
+
+// waitersRound has n waiters queue behind a holder of one key, each on a
+// session of its own, and returns once each was granted it and released.
+func waitersRound(t *testing.T, l locker.Locker, admin *pgx.Conn, n int) {
+	t.Helper()
+	ctx := ctxT(t, 2*time.Minute)
+	held, err := l.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lease, err := l.Acquire(ctx, "k")
+			if err == nil {
+				err = lease.Release(ctx)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	waitForAdvisoryWaiters(t, admin, n)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -33,3 +34,11 @@ func AdvisoryKey(schema, table, key string) int64 {
 
 // Wakeups reports how many looks for a free permit this process has made.
 func Wakeups() int64 { return wakeups.Load() }
+
+// SetSpareIdle sets how long an advisory Locker keeps a spare session
+// unused, until the test ends.
+func SetSpareIdle(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := spareIdle
+	spareIdle = d
+	t.Cleanup(func() { spareIdle = old })
+}

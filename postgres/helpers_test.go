@@ -31,17 +31,7 @@ func randomKey(prefix string) string {
 // dsn, both closed with the test.
 func newLocker(t testing.TB, dsn string, opts ...locker.Option) locker.Locker {
 	t.Helper()
-	pc, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.MaxConns = 40
-	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	l, err := postgres.New(pool, opts...)
+	l, err := postgres.New(sizedPool(t, dsn, 40), opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -53,6 +43,23 @@ func newLocker(t testing.TB, dsn string, opts ...locker.Option) locker.Locker {
 func newPool(t testing.TB, dsn string) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(ctxT(t, 30*time.Second), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// sizedPool is newPool with room for n connections (pgxpool's default is
+// the number of CPUs, at least 4).
+func sizedPool(t testing.TB, dsn string, n int32) *pgxpool.Pool {
+	t.Helper()
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.MaxConns = n
+	pool, err := pgxpool.NewWithConfig(ctxT(t, 30*time.Second), pc)
 	if err != nil {
 		t.Fatal(err)
 	}
