@@ -193,6 +193,9 @@ func (c *Container) Pause(ctx context.Context) error {
 	// The freezer gives up when a task will not stop in time ("unable to
 	// freeze"), which happens on a loaded machine; it says nothing about
 	// the server, so try again a few times.
+	if paused, err := c.paused(ctx); err != nil || paused {
+		return err
+	}
 	var err error
 	for attempt := range pauseAttempts {
 		if _, err = c.d.cli.ContainerPause(ctx, c.ID, client.ContainerPauseOptions{}); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
@@ -209,24 +212,44 @@ func (c *Container) Pause(ctx context.Context) error {
 
 // Unpause lets a paused container run on.
 func (c *Container) Unpause(ctx context.Context) error {
+	if paused, err := c.paused(ctx); err != nil || !paused {
+		return err
+	}
 	_, err := c.d.cli.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{})
 	return err
 }
 
-// Kill SIGKILLs the container's processes and returns once it has stopped.
+// paused reports whether the container is paused: Pause and Unpause of a
+// container already so do nothing, for a call that reported an error may
+// have done its work, and is retried.
+func (c *Container) paused(ctx context.Context) (bool, error) {
+	r, err := c.d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return false, err
+	}
+	return r.Container.State != nil && r.Container.State.Paused, nil
+}
+
+// Kill SIGKILLs the container's processes and returns once it has stopped;
+// a stopped container stays as it is (a Kill that reported an error may
+// have done its work, and is retried).
 func (c *Container) Kill(ctx context.Context) error {
 	// A frozen process cannot die; a paused container must be killable too.
 	c.d.cli.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{})
-	if _, err := c.d.cli.ContainerKill(ctx, c.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-		return err
-	}
-	for {
+	for killed := false; ; {
 		r, err := c.d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
 		if err != nil {
 			return err
 		}
 		if r.Container.State == nil || !r.Container.State.Running {
 			return nil
+		}
+		if !killed {
+			if _, err := c.d.cli.ContainerKill(ctx, c.ID, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+				return err
+			}
+			killed = true
+			continue
 		}
 		select {
 		case <-ctx.Done():

@@ -44,8 +44,8 @@ func (h *Harm) slot() []*testenv.Proxy { return h.D.slots[h.Rng.IntN(len(h.D.slo
 func serverFaults(d *Deployment, persistent bool) []Fault {
 	s := d.server()
 	restartAtOnce := Fault{Name: "server kill+restart", Inject: func(h *Harm) {
-		h.Do(s.Kill)
 		h.Undo(s.Restart)
+		h.Do(s.Kill)
 	}, Hold: time.Millisecond}
 	if !persistent {
 		// Restarting takes about a second here: a TTL longer than that
@@ -56,12 +56,12 @@ func serverFaults(d *Deployment, persistent bool) []Fault {
 	}
 	return []Fault{
 		{Name: "server pause", Inject: func(h *Harm) {
-			h.Do(s.Pause)
 			h.Undo(s.Unpause)
+			h.Do(s.Pause)
 		}},
 		{Name: "server kill, restart after TTL", Inject: func(h *Harm) {
-			h.Do(s.Kill)
 			h.Undo(s.Restart)
+			h.Do(s.Kill)
 		}, MinHold: d.TTL + 100*time.Millisecond},
 		restartAtOnce,
 	}
@@ -228,8 +228,8 @@ func redlockFaults(d *Deployment) []Fault {
 			Fault{Name: fmt.Sprintf("pause %d of 5 masters", k), Inject: func(h *Harm) {
 				for _, i := range h.pick(k) {
 					s := h.D.servers[i]
-					h.Do(s.Pause)
 					h.Undo(s.Unpause)
+					h.Do(s.Pause)
 				}
 			}},
 			Fault{Name: fmt.Sprintf("client cut from %d of 5 masters", k), Inject: func(h *Harm) {
@@ -244,8 +244,8 @@ func redlockFaults(d *Deployment) []Fault {
 	kill := func(h *Harm) {
 		for _, i := range h.pick(2) {
 			s := h.D.servers[i]
-			h.Do(s.Kill)
 			h.Undo(s.Restart)
+			h.Do(s.Kill)
 		}
 	}
 	fs = append(fs,
@@ -280,13 +280,13 @@ func clusterFaults(d *Deployment) []Fault {
 		}},
 		{Name: "pause the leader", Inject: func(h *Harm) {
 			l := c.Leader(h.TB)
-			h.Do(l.Pause)
 			h.Undo(l.Unpause)
+			h.Do(l.Pause)
 		}},
 		{Name: "kill the leader, restart", Inject: func(h *Harm) {
 			l := c.Leader(h.TB)
-			h.Do(l.Kill)
 			h.Undo(l.Restart)
+			h.Do(l.Kill)
 		}, Hold: time.Millisecond},
 		// The leader keeps its role (its heartbeats need no disk) while
 		// nothing commits: the etcd#15247 case.
@@ -311,7 +311,7 @@ func crashBehind(d *Deployment, c *testenv.Clock) Fault {
 	return Fault{Name: "server clock a TTL behind, killed, restarted after 2 TTLs", MinHold: 2 * d.TTL, Inject: func(h *Harm) {
 		h.Do(func(tb testing.TB) { c.Jump(tb, -d.TTL) })
 		h.Undo(func(tb testing.TB) { c.Jump(tb, d.TTL) })
-		h.Do(s.Kill)
 		h.Undo(s.Restart)
+		h.Do(s.Kill)
 	}}
 }
