@@ -98,8 +98,7 @@ func (c *Clock) Jump(t testing.TB, d time.Duration) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.offset += d
-	c.write(t)
+	c.set(t, c.offset+d, c.ratePPM, c.system)
 }
 
 // SetRate makes the server's clock run ppm parts per million fast (slow, if
@@ -109,8 +108,7 @@ func (c *Clock) SetRate(t testing.TB, ppm int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	c.offset, c.ratePPM, c.system = c.offsetAt(now), ppm, now
-	c.write(t)
+	c.set(t, c.offsetAt(now), ppm, now)
 }
 
 // Reset gives the server the host's clock again.
@@ -118,20 +116,22 @@ func (c *Clock) Reset(t testing.TB) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.offset, c.ratePPM = 0, 0
-	c.write(t)
+	c.set(t, 0, 0, c.system)
 }
 
-// write rewrites the clock file in place (never truncated, so a reader
-// never finds it empty; the library reads it until two reads agree).
-func (c *Clock) write(t testing.TB) {
+// set rewrites the clock file in place (never truncated, so a reader never
+// finds it empty; the library reads it until two reads agree), and only
+// then takes the new setting: a write that failed changes nothing, so a
+// retried Jump steps the clock once. The caller holds c.mu.
+func (c *Clock) set(t testing.TB, offset time.Duration, ppm int64, system time.Time) {
 	t.Helper()
 	base := int64(0)
-	if c.ratePPM != 0 {
-		base = c.system.UnixNano()
+	if ppm != 0 {
+		base = system.UnixNano()
 	}
-	line := clockLine(c.offset, c.ratePPM, base)
+	line := clockLine(offset, ppm, base)
 	c.s.Exec(t, "sh", "-c", fmt.Sprintf("printf '%%s' '%s' 1<> %s", line, clockShiftFile))
+	c.offset, c.ratePPM, c.system = offset, ppm, system
 }
 
 // clockLine is the file's content: fixed-width, so each rewrite covers the

@@ -578,3 +578,45 @@ func TestClock_JumpAndRateMoveTheServersWallClock(t *testing.T) {
 		steps(t, c, read)
 	})
 }
+
+// A Jump that failed (here: the server is down, so the clock file cannot
+// be written) moves nothing, so that the nemesis's retry of it jumps once,
+// not twice.
+func TestClock_FailedJump_MovesNothing(t *testing.T) {
+	s, c := testenv.RedisWithClock(t)
+	s.Kill(t)
+	if failed := fails(func(tb testing.TB) { c.Jump(tb, time.Hour) }); !failed {
+		t.Fatal("Jump of a stopped server's clock reported no failure")
+	}
+	if off := c.Offset(); off != 0 {
+		t.Errorf("Offset after a failed Jump(1h) = %v, want 0", off)
+	}
+}
+
+// fails reports whether f failed the TB it was given (Fatal and friends
+// end f without ending the test).
+func fails(f func(testing.TB)) (failed bool) {
+	tb := &recordingTB{}
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(recordedFailure); !ok {
+				panic(r)
+			}
+			failed = true
+		}
+	}()
+	f(tb)
+	return false
+}
+
+type recordedFailure struct{}
+
+// recordingTB turns a failure into a panic that fails recovers.
+type recordingTB struct{ testing.TB }
+
+func (*recordingTB) Helper()               {}
+func (*recordingTB) Logf(string, ...any)   {}
+func (*recordingTB) Fatalf(string, ...any) { panic(recordedFailure{}) }
+func (*recordingTB) Fatal(...any)          { panic(recordedFailure{}) }
+func (*recordingTB) Errorf(string, ...any) { panic(recordedFailure{}) }
+func (*recordingTB) FailNow()              { panic(recordedFailure{}) }
