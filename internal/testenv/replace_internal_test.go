@@ -2,10 +2,12 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -17,27 +19,69 @@ import (
 // enough started members"), and a CI run's replace_the_leader failed so.
 func TestAddEtcdMember_AgainAfterAnAddThatApplied_FindsIt(t *testing.T) {
 	c := EtcdCluster(t)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Addrs()[:2], DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	// A follower goes, so that no election slows the adds (a quiet CI run
+	// removed the leader, and its add timed out).
+	leader := c.Leader(t)
+	var gone *Server
+	var others []string
+	for _, n := range c.Nodes {
+		if gone == nil && n != leader {
+			gone = n
+		} else {
+			others = append(others, n.Addr())
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: others, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	list, err := cli.MemberList(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// listed reports whether a member that match accepts is in the
+	// cluster.
+	listed := func(ctx context.Context, match func(*etcdserverpb.Member) bool) (bool, error) {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(list.Members, match), nil
 	}
-	for _, m := range list.Members {
-		if slices.Contains(m.ClientURLs, "http://"+c.Nodes[2].Addr()) {
-			if err := poll(time.Minute, func(ctx context.Context) error { _, err := cli.MemberRemove(ctx, m.ID); return err }); err != nil {
-				t.Fatal(err)
+	isGone := func(m *etcdserverpb.Member) bool { return slices.Contains(m.ClientURLs, "http://"+gone.Addr()) }
+	var id uint64
+	if err := poll(time.Minute, func(ctx context.Context) error {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range list.Members {
+			if isGone(m) {
+				id = m.ID
 			}
 		}
+		return nil
+	}); err != nil || id == 0 {
+		t.Fatalf("the member to remove: id %x, %v", id, err)
+	}
+	// Removed, and then added: each tried until the list shows it done,
+	// since a try that timed out may have been applied.
+	if err := poll(time.Minute, func(ctx context.Context) error {
+		if there, err := listed(ctx, isGone); err != nil || !there {
+			return err
+		}
+		_, err := cli.MemberRemove(ctx, id)
+		return errors.Join(err, errors.New("not removed yet"))
+	}); err != nil {
+		t.Fatal(err)
 	}
 	const name, peer = "enew", "http://etcd-enew:2380"
+	isNew := func(m *etcdserverpb.Member) bool { return slices.Contains(m.PeerURLs, peer) }
 	// The add whose reply the caller never saw.
-	if _, err := cli.MemberAdd(ctx, []string{peer}); err != nil {
+	if err := poll(time.Minute, func(ctx context.Context) error {
+		if there, err := listed(ctx, isNew); err != nil || there {
+			return err
+		}
+		_, err := cli.MemberAdd(ctx, []string{peer})
+		return errors.Join(err, errors.New("not added yet"))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	initial, err := addEtcdMember(cli, name, peer)
