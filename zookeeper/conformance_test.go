@@ -28,16 +28,19 @@ func newHarness(t *testing.T, ttl time.Duration, servers []string) *harness {
 }
 
 func (h *harness) NewLocker(ctx context.Context, _ *testing.T, opts ...locker.Option) (locker.Locker, error) {
-	d := &killDialer{}
-	l, _, err := dialWith(h.servers, h.root, h.ttl, d.dial, opts...)
-	return h.track(l, d, err)
+	return h.open(h.ttl, opts...)
 }
 
 // NewLongLocker implements conformance.LongHolder: a Locker's TTL is its
 // session timeout, so a longer TTL takes a session of its own.
 func (h *harness) NewLongLocker(ctx context.Context, _ *testing.T, ttl time.Duration) (locker.Locker, error) {
+	return h.open(ttl)
+}
+
+// open makes a Locker with a session of its own, through a killDialer.
+func (h *harness) open(session time.Duration, opts ...locker.Option) (locker.Locker, error) {
 	d := &killDialer{}
-	l, _, err := dialWith(h.servers, h.root, ttl, d.dial)
+	l, _, err := dialWith(h.servers, h.root, session, d.dial, opts...)
 	return h.track(l, d, err)
 }
 

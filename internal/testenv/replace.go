@@ -40,32 +40,8 @@ func (c *Cluster) ReplaceEtcdMember(t testing.TB, i int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	list, err := cli.MemberList(ctx)
-	if err != nil {
-		t.Fatalf("testenv: member list: %v", err)
-	}
-	var id uint64
-	for _, m := range list.Members {
-		if slices.Contains(m.ClientURLs, "http://"+old.Addr()) {
-			id = m.ID
-		}
-	}
-	if id == 0 {
-		t.Fatalf("testenv: no member serves clients at %s: %v", old.Addr(), list.Members)
-	}
-	// etcd refuses (ErrUnhealthy) a removal that would leave fewer
-	// members than a quorum that have been connected for its health
-	// interval (5 s): just after a start or an earlier replacement, wait.
-	// An attempt that timed out may have removed the member all the same:
-	// then the next finds it gone (a loaded CI run, 2026-12-02).
-	if err := poll(time.Minute, func(ctx context.Context) error {
-		_, err := cli.MemberRemove(ctx, id)
-		if err != nil && strings.Contains(err.Error(), "member not found") {
-			return nil
-		}
-		return err
-	}); err != nil {
-		t.Fatalf("testenv: member remove: %v", err)
+	if err := removeEtcdMember(ctx, cli, old.Addr()); err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
 	old.remove()
 
@@ -155,6 +131,39 @@ func (c *Cluster) ReplaceZooKeeperMember(t testing.TB, i int) {
 	t.Logf("testenv: zookeeper server %d (%s) replaced by a fresh one at %s in %v", i+1, old.Addr(), c.Nodes[i].Addr(), time.Since(start).Round(time.Millisecond))
 }
 
+// removeEtcdMember removes, through cli, the member that serves clients at
+// addr.
+func removeEtcdMember(ctx context.Context, cli *clientv3.Client, addr string) error {
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("member list: %w", err)
+	}
+	var id uint64
+	for _, m := range list.Members {
+		if slices.Contains(m.ClientURLs, "http://"+addr) {
+			id = m.ID
+		}
+	}
+	if id == 0 {
+		return fmt.Errorf("no member serves clients at %s: %v", addr, list.Members)
+	}
+	// etcd refuses (ErrUnhealthy) a removal that would leave fewer
+	// members than a quorum that have been connected for its health
+	// interval (5 s): just after a start or an earlier replacement, wait.
+	// An attempt that timed out may have removed the member all the same:
+	// then the next finds it gone (a loaded CI run, 2026-12-02).
+	if err := poll(time.Minute, func(ctx context.Context) error {
+		_, err := cli.MemberRemove(ctx, id)
+		if err != nil && strings.Contains(err.Error(), "member not found") {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("member remove: %w", err)
+	}
+	return nil
+}
+
 // addEtcdMember adds a member of peer address peer through cli and returns
 // the --initial-cluster of the new member, which is to be named name.
 func addEtcdMember(cli *clientv3.Client, name, peer string) ([]string, error) {
@@ -168,7 +177,7 @@ func addEtcdMember(cli *clientv3.Client, name, peer string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(list.Members, func(m *etcdserverpb.Member) bool { return slices.Contains(m.PeerURLs, peer) }) {
+		if !slices.ContainsFunc(list.Members, hasPeer(peer)) {
 			added, err := cli.MemberAdd(ctx, []string{peer})
 			if err != nil {
 				return err
@@ -188,4 +197,9 @@ func addEtcdMember(cli *clientv3.Client, name, peer string) ([]string, error) {
 		return nil
 	})
 	return initial, err
+}
+
+// hasPeer matches the member of peer address peer.
+func hasPeer(peer string) func(*etcdserverpb.Member) bool {
+	return func(m *etcdserverpb.Member) bool { return slices.Contains(m.PeerURLs, peer) }
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -36,50 +35,20 @@ func TestAddEtcdMember_AgainAfterAnAddThatApplied_FindsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	// listed reports whether a member that match accepts is in the
-	// cluster.
-	listed := func(ctx context.Context, match func(*etcdserverpb.Member) bool) (bool, error) {
-		list, err := cli.MemberList(ctx)
-		if err != nil {
-			return false, err
-		}
-		return slices.ContainsFunc(list.Members, match), nil
-	}
-	isGone := func(m *etcdserverpb.Member) bool { return slices.Contains(m.ClientURLs, "http://"+gone.Addr()) }
-	var id uint64
-	if err := poll(time.Minute, func(ctx context.Context) error {
-		list, err := cli.MemberList(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range list.Members {
-			if isGone(m) {
-				id = m.ID
-			}
-		}
-		return nil
-	}); err != nil || id == 0 {
-		t.Fatalf("the member to remove: id %x, %v", id, err)
-	}
-	// Removed, and then added: each tried until the list shows it done,
-	// since a try that timed out may have been applied.
-	if err := poll(time.Minute, func(ctx context.Context) error {
-		if there, err := listed(ctx, isGone); err != nil || !there {
-			return err
-		}
-		_, err := cli.MemberRemove(ctx, id)
-		return errors.Join(err, errors.New("not removed yet"))
-	}); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := removeEtcdMember(ctx, cli, gone.Addr()); err != nil {
 		t.Fatal(err)
 	}
 	const name, peer = "enew", "http://etcd-enew:2380"
-	isNew := func(m *etcdserverpb.Member) bool { return slices.Contains(m.PeerURLs, peer) }
-	// The add whose reply the caller never saw.
+	// The add whose reply the caller never saw, tried until the list has
+	// the member (a try that timed out may have been applied).
 	if err := poll(time.Minute, func(ctx context.Context) error {
-		if there, err := listed(ctx, isNew); err != nil || there {
+		list, err := cli.MemberList(ctx)
+		if err != nil || slices.ContainsFunc(list.Members, hasPeer(peer)) {
 			return err
 		}
-		_, err := cli.MemberAdd(ctx, []string{peer})
+		_, err = cli.MemberAdd(ctx, []string{peer})
 		return errors.Join(err, errors.New("not added yet"))
 	}); err != nil {
 		t.Fatal(err)
