@@ -18,6 +18,7 @@
 // allow_few_masters set the options of those names (WithPrefix, …); the
 // shared TLS parameters (tls, ca_file, cert_file, key_file, …) and, for
 // Redlock, password_N and username_N (master N's credentials) are read too.
+// A parameter given twice (but go-redis's addr) is refused: ErrInvalidURL.
 //
 // Refused credentials or permissions (NOAUTH, WRONGPASS, NOPERM, a client
 // certificate refused) are locker.ErrUnauthorized. A user denied CONFIG GET

@@ -53,6 +53,10 @@ func TestOpen_MalformedURL_NamesThePart(t *testing.T) {
 		"redlock://127.0.0.1:1,127.0.0.1:2/0?cluster=1":               "redlock",
 		"redis://127.0.0.1:1,127.0.0.1:2/?master_name=m&cluster=true": "cluster",
 		"redis://127.0.0.1:1/0?prefix=locker:guard:":                  "prefix",
+		// A parameter given twice: go-redis reads the last value, a check
+		// of the first let route_randomly=true reach go-redis's panic.
+		"redis://127.0.0.1:1,127.0.0.1:2/?master_name=m&route_randomly=false&route_randomly=true": "route_randomly",
+		"redis://127.0.0.1:6379/0?prefix=a&prefix=b":                                              "prefix",
 	} {
 		_, err := locker.Open(ctx, u)
 		if !errors.Is(err, locker.ErrInvalidURL) {
