@@ -397,15 +397,13 @@ var clientParams = map[string]paramKind{
 // hosts): this package reads the first value, go-redis the last, so a
 // repeated parameter would mean one thing to the checks below and another
 // to the client they guard — and route_randomly=false&route_randomly=true
-// reached go-redis's panic. It then refuses a go-redis parameter whose value
-// go-redis would refuse or panic on, and the combinations go-redis panics on.
+// reached go-redis's panic; a go-redis parameter whose value go-redis would
+// refuse or panic on; and the combinations go-redis panics on.
 func checkClientParams(q url.Values) error {
 	for k, vs := range q {
 		if len(vs) > 1 && k != "addr" {
 			return invalidURL("query parameter %s: given %d times, want it once", k, len(vs))
 		}
-	}
-	for k, vs := range q {
 		kind, ok := clientParams[k]
 		if !ok {
 			continue // ours, or unknown: go-redis names those
