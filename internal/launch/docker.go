@@ -82,6 +82,14 @@ func (d *Docker) Run(ctx context.Context, sp Spec) (_ *Container, err error) {
 		ExposedPorts: network.PortSet{},
 	}
 	hc := &container.HostConfig{PortBindings: network.PortMap{}, ExtraHosts: sp.ExtraHosts, Binds: sp.Binds}
+	for _, dir := range sp.Data {
+		if !bound(sp.Binds, dir) {
+			if cfg.Volumes == nil {
+				cfg.Volumes = map[string]struct{}{}
+			}
+			cfg.Volumes[dir] = struct{}{} // removed with the container
+		}
+	}
 	for _, s := range sp.Services {
 		// Published on loopback only, under the number the server listens
 		// on (see the package doc, Addresses).
@@ -117,6 +125,18 @@ func (d *Docker) Run(ctx context.Context, sp Spec) (_ *Container, err error) {
 		return nil, fmt.Errorf("start %s container: %w%s", sp.Kind, err, c.LogTail())
 	}
 	return c, nil
+}
+
+// bound reports whether one of binds mounts a host directory at dir.
+func bound(binds []string, dir string) bool {
+	for _, b := range binds {
+		if _, rest, ok := strings.Cut(b, ":"); ok {
+			if target, _, _ := strings.Cut(rest, ":"); path.Clean(target) == path.Clean(dir) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // copyFiles writes files into the container, making their directories.

@@ -89,6 +89,7 @@ func PostgresReplica(image string, p PostgresReplicaPorts, settings ...string) S
 		Kind:       "postgres-replica",
 		Image:      image,
 		Entrypoint: []string{"sh", "-c", fmt.Sprintf(pgReplicaScript, p.Primary, p.Replica, pgFlags(settings))},
+		Data:       []string{PostgresData},
 		Services: []Service{
 			{"postgres", p.Primary, PostgresPing},
 			{"postgres-standby", p.Replica, PostgresStreaming},

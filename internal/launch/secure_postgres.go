@@ -85,6 +85,7 @@ func SecurePostgres(image string, port int, s PostgresSecrets, settings ...strin
 		Image:      image,
 		Entrypoint: []string{"sh", "-c", fmt.Sprintf(securePgScript, port, c.String())},
 		Services:   []Service{{"postgres-secure", port, probe}},
+		Data:       []string{PostgresData},
 		Files: map[string]File{
 			securePgDir + "/server.crt":  {Data: s.Cert},
 			securePgDir + "/server.key":  {Data: s.Key, Mode: 0o600},
