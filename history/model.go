@@ -96,9 +96,18 @@ func apply(s state, in input) []state {
 				return nil
 			}
 			s.until = max(s.until, int64(op.Deadline))
+			return []state{s}
 		}
-		// A failed or ambiguous refresh may have extended the lock on the
-		// server; the model's until is only a lower bound anyway.
+		// A failed or ambiguous refresh ends the lease: the portable layer
+		// gives it up and releases its lock by owner at once, so the
+		// holder's own lock may vanish from here on, whatever its deadline
+		// said — before the Ended the runner records when its watcher next
+		// runs, which a loaded machine can delay past another's grant. (It
+		// may also have extended the lock on the server; until is a lower
+		// bound anyway.)
+		if s.holder == op.Token {
+			s.until = 0
+		}
 		return []state{s}
 	case Release:
 		if op.Outcome == OK {

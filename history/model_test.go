@@ -91,6 +91,19 @@ func TestModel(t *testing.T) {
 			o(1, TryAcquire, Locked, 0, 35, 36, 0), // the clean-up may land late
 			o(1, TryAcquire, OK, 2, 40, 41, 140),
 		}, porcupine.Ok},
+		// CI (2026-12-02, TestToy_SoundUnderNemeses/follower_cut_off): a
+		// failed refresh ends the lease and the portable layer releases its
+		// lock at once; the next grant came before the goroutine watching
+		// Done got the CPU to record Ended, and before the holder's own
+		// Release. The failed refresh is what lets the lock go.
+		{"FailedRefreshEndsLease_GrantBeforeEndedRecorded_Legal", []Op{
+			o(1, Acquire, OK, 18, 0, 83, 229),
+			o(1, Refresh, Ambiguous, 18, 85, 90, 0),
+			o(0, Acquire, OK, 19, 73, 103, 250),
+			{Client: 1, Key: "k", Kind: Ended, Outcome: Lost, Token: 18, Lease: 18, Call: 104 * time.Millisecond, Return: 104 * time.Millisecond},
+			o(1, Release, Lost, 18, 104, 105, 0),
+			o(0, Release, Lost, 19, 133, 134, 0),
+		}, porcupine.Ok},
 		{"AmbiguousWriteMayRaiseFence_Legal", []Op{
 			o(0, TryAcquire, OK, 3, 0, 10, 100),
 			o(0, WriteBegin, Ambiguous, 3, 11, 12, 0),

@@ -93,6 +93,12 @@ func applyPermit(limit int, s permits, in input) []permits {
 				return nil
 			}
 			s.holders[i].until = max(s.holders[i].until, int64(op.Deadline))
+			return []permits{s}
+		}
+		// Failed: the lease ended, and its lock may go from here on (see
+		// the one-holder model).
+		if i >= 0 {
+			s.holders[i].until = 0
 		}
 		return []permits{s}
 	case Release:

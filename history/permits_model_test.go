@@ -43,6 +43,16 @@ func TestPermitsModel(t *testing.T) {
 			o(0, TryAcquire, OK, 5, 0, 10, 100),
 			o(1, TryAcquire, OK, 4, 20, 30, 120),
 		}, porcupine.Illegal},
+		// A failed refresh ends its permit's lease, whose lock the portable
+		// layer releases at once: a third holder may come before Ended is
+		// recorded (as in the one-holder model's case of that name).
+		{"FailedRefreshEndsLease_GrantBeforeEndedRecorded_Legal", []Op{
+			o(0, TryAcquire, OK, 1, 0, 10, 300),
+			o(1, TryAcquire, OK, 2, 20, 30, 300),
+			o(0, Refresh, Ambiguous, 1, 40, 45, 0),
+			o(2, TryAcquire, OK, 3, 42, 50, 350),
+			{Client: 0, Key: "k", Kind: Ended, Outcome: Lost, Token: 1, Lease: 1, Call: 60 * time.Millisecond, Return: 60 * time.Millisecond},
+		}, porcupine.Ok},
 		{"RefreshOfAPermitNotHeld_Illegal", []Op{
 			o(0, TryAcquire, OK, 1, 0, 10, 100),
 			o(0, Release, OK, 1, 11, 12, 0),
