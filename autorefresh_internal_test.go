@@ -79,8 +79,17 @@ func TestAutoRefresh_NoRefreshAfterReleaseOrClose(t *testing.T) {
 	}
 	leases := make([]Lease, 200)
 	for i := range leases {
-		if leases[i], err = l.TryAcquire(ctx, fmt.Sprintf("k%d", i)); err != nil {
-			t.Fatal(err)
+		// A grant that returns after its own 60 ms deadline is refused as
+		// lost (errLateGrant): a loaded fresh-clone run (2026-12-02) saw
+		// one. It is not what this test is about, so another key is tried.
+		for tries := 1; ; tries++ {
+			leases[i], err = l.TryAcquire(ctx, fmt.Sprintf("k%d-%d", i, tries))
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, errLateGrant) || tries == 10 {
+				t.Fatal(err)
+			}
 		}
 	}
 	// Let the timers run a while, so that releases meet refreshes under way.

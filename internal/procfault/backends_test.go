@@ -29,7 +29,7 @@ func redisFaults(t *testing.T, bin string) {
 	q := "/0?prefix=pf:" + fresh() + ":"
 	// A crashed holder's lock lives its TTL (redis package doc).
 	run(t, bin, backend{ttl: time.Second, holderURL: "redis://" + p.Addr() + q, directURL: "redis://" + s.Addr() + q,
-		proxies: []*testenv.Proxy{p}, store: "redis", storeAddr: s.Addr(), bound: ttlBound})
+		proxies: []*testenv.Proxy{p}, store: "redis", storeAddr: s.Addr(), bound: ttlBound, nextTTL: nextHolderTTL})
 }
 
 func redlockFaults(t *testing.T, bin string) {
@@ -49,7 +49,7 @@ func redlockFaults(t *testing.T, bin string) {
 	// on a loaded machine, which fails the round.
 	run(t, bin, backend{ttl: time.Second, holderURL: "redis://" + strings.Join(via, ",") + q,
 		directURL: "redis://" + strings.Join(c.Addrs(), ",") + q + "&node_timeout=333ms",
-		proxies:   ps, store: "redis", storeAddr: c.Nodes[0].Addr(), bound: ttlBound})
+		proxies:   ps, store: "redis", storeAddr: c.Nodes[0].Addr(), bound: ttlBound, nextTTL: nextHolderTTL})
 }
 
 func etcdFaults(t *testing.T, bin string) {
@@ -63,7 +63,7 @@ func etcdFaults(t *testing.T, bin string) {
 		return ttl + max(time.Second, ((ttl/5)+time.Second-1).Truncate(time.Second))
 	}
 	run(t, bin, backend{ttl: time.Second, holderURL: "etcd://" + p.Addr() + prefix, directURL: "etcd://" + s.Addr() + prefix,
-		proxies: []*testenv.Proxy{p}, store: "etcd", storeAddr: s.Addr(), bound: bound})
+		proxies: []*testenv.Proxy{p}, store: "etcd", storeAddr: s.Addr(), bound: bound, nextTTL: nextHolderTTL})
 }
 
 func zookeeperFaults(t *testing.T, bin string) {
@@ -91,5 +91,5 @@ func postgresFaults(t *testing.T, bin string) {
 	// postgres package doc): the TTL bounds both.
 	run(t, bin, backend{ttl: time.Second, holderURL: withQuery(t, via.String(), "table", table),
 		directURL: withQuery(t, dsn, "table", table),
-		proxies:   []*testenv.Proxy{p}, store: "postgres", storeAddr: dsn, bound: ttlBound})
+		proxies:   []*testenv.Proxy{p}, store: "postgres", storeAddr: dsn, bound: ttlBound, nextTTL: nextHolderTTL})
 }
