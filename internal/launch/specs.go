@@ -177,14 +177,14 @@ exec java -Xmx256m -XX:+UseSerialGC -Dzookeeper.log.dir=/tmp %s \
 	}
 }
 
-// pgScript initialises a cluster on first start only, so that a restarted
-// server keeps its data. initdb's trust applies to local connections only,
-// and ours come from the bridge gateway, hence the host line (the port is
-// published on 127.0.0.1 only).
 // PostgresData holds the data directories of every PostgreSQL spec (a
 // volume, see Spec.Data).
 const PostgresData = "/var/lib/locker"
 
+// pgScript initialises a cluster on first start only, so that a restarted
+// server keeps its data. initdb's trust applies to local connections only,
+// and ours come from the bridge gateway, hence the host line (the port is
+// published on 127.0.0.1 only).
 const pgScript = `set -e
 D=/var/lib/locker/pg
 run() { setpriv --reuid=postgres --regid=postgres --init-groups "$@"; }
