@@ -114,8 +114,9 @@ func dial(ctx context.Context, servers []string, cfg *config) (*backend, error) 
 		c, err := dialTLS(network, addr, timeout)
 		if err != nil {
 			lastDial.Store(&err)
+			return nil, err
 		}
-		return c, err
+		return b.conns.track(c)
 	}
 	conn, _, err := zk.Connect(servers, cfg.sessionTimeout, zk.WithLogger(sl), zk.WithLogInfo(true),
 		zk.WithEventCallback(b.onEvent), zk.WithDialer(dialer))
@@ -131,7 +132,7 @@ func dial(ctx context.Context, servers []string, cfg *config) (*backend, error) 
 		// which an unreachable server never does: do not make the caller,
 		// whose context has ended, wait for it.
 		b.cancel()
-		go conn.Close()
+		go b.closeConn()
 		err := fmt.Errorf("%w: no session with %s (%w)", locker.ErrUnavailable, strings.Join(servers, ","), ctx.Err())
 		if last := lastDial.Load(); last != nil {
 			err = fmt.Errorf("%w; last attempt: %w", err, *last)
@@ -186,6 +187,7 @@ func (s *sessionLog) Printf(format string, args ...any) {
 type backend struct {
 	conn  *zk.Conn
 	owned bool
+	conns liveConns // what an owned conn dialed: closeConn ends them
 	root  string
 	acl   []zk.ACL
 	log   *slog.Logger // WithLogger's: background work reports here
@@ -261,8 +263,13 @@ func (b *backend) Close() error {
 	return nil
 }
 
+// closeConn closes the owned connection. go-zookeeper's Close stops its
+// loop from reconnecting (and waits up to a second for the server's
+// goodbye); closing what it dialed then ends a handshake it would
+// otherwise go on waiting for.
 func (b *backend) closeConn() {
 	b.conn.Close()
+	b.conns.closeAll()
 }
 
 // do runs fn, a blocking go-zookeeper call, and returns its error, or ctx's
