@@ -411,8 +411,6 @@ func TestPostgres_CloseDuringRefreshAndRelease_NoRaceBothReturn(t *testing.T) {
 	}
 }
 
-// takeOver acquires k on l within d, once held's lock has ended, checks
-// that the new token exceeds held's, and releases it.
 // silentTTL is long enough for a check made right after the holder went
 // silent to run, even on a loaded machine, while the server still holds the
 // lock; heldUntilCutOff measures whether it did.
@@ -445,6 +443,8 @@ func heldUntilCutOff(t *testing.T, other locker.Locker, k string, start time.Tim
 	return next
 }
 
+// takeOver acquires k on l within d, once held's lock has ended, checks
+// that the new token exceeds held's, and releases it.
 func takeOver(t *testing.T, l locker.Locker, k string, d time.Duration, held locker.Lease, what string) {
 	t.Helper()
 	next, err := l.Acquire(ctxT(t, d), k)

@@ -1,7 +1,6 @@
 package zookeeper
 
 import (
-	"errors"
 	"net"
 	"sync"
 )
@@ -17,15 +16,13 @@ type liveConns struct {
 	conns  map[*liveConn]struct{}
 }
 
-var errConnsClosed = errors.New("zookeeper: Locker closed")
-
 // track returns c, tracked; once closeAll has run it closes c instead.
 func (l *liveConns) track(c net.Conn) (net.Conn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		_ = c.Close()
-		return nil, errConnsClosed
+		return nil, errClosed
 	}
 	lc := &liveConn{Conn: c, owner: l}
 	if l.conns == nil {

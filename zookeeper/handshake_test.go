@@ -10,7 +10,6 @@ import (
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/internal/testenv"
-	_ "github.com/distlock/locker/zookeeper"
 )
 
 // A Locker whose connection is waiting for a handshake reply from a server
