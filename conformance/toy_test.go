@@ -161,7 +161,11 @@ func (h *toyHarness) NewLocker(_ context.Context, _ *testing.T, opts ...locker.O
 	return l, nil
 }
 
-func (h *toyHarness) TTL() time.Duration { return 300 * time.Millisecond }
+// TTL is a second: a lease refreshed every third of it must outlive a
+// loaded machine's scheduling delays. At 300 ms, a fresh-clone run at load
+// 25 (2026-12-03) lost a refreshed lease ("deadline passed without a
+// successful refresh").
+func (h *toyHarness) TTL() time.Duration { return time.Second }
 
 func (h *toyHarness) Crash(_ *testing.T, l locker.Locker) {
 	h.mu.Lock()
