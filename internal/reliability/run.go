@@ -42,6 +42,10 @@ type RunOptions struct {
 	Duration time.Duration
 	// Keys per run (default 3); each key's history is checked on its own.
 	Keys int
+	// Clients per run (default Slots). Above Slots, clients share the
+	// slots' paths in turn, so a client fault cuts off each client of
+	// its slot.
+	Clients int
 	// Seed of the run (0: random).
 	Seed uint64
 	// Limit, above 1, makes each key an N-permit lock (history.Options.Limit).
@@ -71,8 +75,11 @@ func (d *Deployment) Run(ctx context.Context, f *Fault, o RunOptions) (*Outcome,
 	if o.Keys == 0 {
 		o.Keys = 3
 	}
+	if o.Clients == 0 {
+		o.Clients = Slots
+	}
 	ho := history.Options{
-		Clients:   Slots,
+		Clients:   o.Clients,
 		Keys:      o.Keys,
 		Ops:       1000, // Duration bounds the run
 		Duration:  o.Duration,

@@ -24,6 +24,7 @@ var (
 	soakFor        = flag.Duration("soak", 0, "soak: run histories for this long per backend, split evenly over its fault mix (0: skip the soak)")
 	soakBackends   = flag.String("soak.backends", "memory,redis,redlock,etcd,zookeeper,postgres", "soak: the backends, comma-separated")
 	soakKeys       = flag.Int("soak.keys", 12, "soak: keys per history run (each key's history is checked on its own)")
+	soakClients    = flag.Int("soak.clients", reliability.Slots, "soak: clients per history run (above the deployment's client paths, clients share them in turn)")
 	soakParallel   = flag.Int("soak.parallel", 1, "soak: backends soaked at once (each starts its own cluster containers)")
 	soakOut        = flag.String("soak.out", "", "soak: also write the table, in Markdown, to this file")
 	soakHistories  = flag.Int("soak.histories", 0, "soak: run each deployment past its share of -soak until it has checked this many contended histories (three clients or more on the key; split evenly over its faults)")
@@ -191,7 +192,7 @@ func soakBackend(t *testing.T, name string, soak time.Duration, faults *regexp.R
 }
 
 func soakOnce(t *testing.T, d *reliability.Deployment, f *reliability.Fault, r *row) {
-	o := reliability.RunOptions{Keys: *soakKeys, Elections: *soakElect}
+	o := reliability.RunOptions{Keys: *soakKeys, Clients: *soakClients, Elections: *soakElect}
 	if *soakPermits > 1 {
 		o.Limit = *soakPermits
 	}
