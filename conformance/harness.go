@@ -50,9 +50,10 @@ type Unreachabler interface {
 type FIFOHarness interface{ FIFO() bool }
 
 // Queuer is an optional capability of a FIFO harness: Queued returns how
-// many Acquires wait for a lock on the service now. The FIFO test then
-// starts each waiter once the one before it is seen queued, instead of
-// after a fixed gap, which a loaded machine can outrun.
+// many Acquires wait for a lock on the service now. Where the backend's
+// Inspect does not count a key's waiters, the FIFO tests then start each
+// waiter once the one before it is seen queued, instead of after a fixed
+// gap, which a loaded machine can outrun.
 type Queuer interface {
 	Queued(ctx context.Context, t *testing.T) (int, error)
 }

@@ -231,7 +231,8 @@ func testPermitsCrash(t *testing.T, s *suite) {
 func testPermitsFIFO(t *testing.T, s *suite) {
 	const waiters = 5
 	k := key(t, "sem")
-	held := s.fillPermits(t, s.locker(t), k)
+	inspector := s.locker(t)
+	held := s.fillPermits(t, inspector, k)
 	lockers := make([]locker.Locker, waiters)
 	for i := range lockers {
 		lockers[i] = s.locker(t)
@@ -254,7 +255,7 @@ func testPermitsFIFO(t *testing.T, s *suite) {
 			// Keep the permit: the next waiter gets the next freed one.
 			t.Cleanup(func() { _ = lease.Release(context.Background()) })
 		}()
-		time.Sleep(fifoGap) // arrival order is what the test controls
+		s.waitQueued(t, inspector, k, i+1) // arrival order is what the test controls
 	}
 	for i := range waiters {
 		if i < len(held) {
