@@ -25,6 +25,7 @@ var (
 	soakBackends   = flag.String("soak.backends", "memory,redis,redlock,etcd,zookeeper,postgres", "soak: the backends, comma-separated")
 	soakKeys       = flag.Int("soak.keys", 12, "soak: keys per history run (each key's history is checked on its own)")
 	soakClients    = flag.Int("soak.clients", reliability.Slots, "soak: clients per history run (above the deployment's client paths, clients share them in turn)")
+	soakRun        = flag.Duration("soak.run", 0, "soak: how long the clients of a run start operations (0: the deployment's default, TTL + 1.5 s and at least 2.5 s; never less than a fault's RunFor)")
 	soakParallel   = flag.Int("soak.parallel", 1, "soak: backends soaked at once (each starts its own cluster containers)")
 	soakOut        = flag.String("soak.out", "", "soak: also write the table, in Markdown, to this file")
 	soakHistories  = flag.Int("soak.histories", 0, "soak: run each deployment past its share of -soak until it has checked this many contended histories (three clients or more on the key; split evenly over its faults)")
@@ -196,7 +197,13 @@ func soakOnce(t *testing.T, d *reliability.Deployment, f *reliability.Fault, r *
 	if *soakPermits > 1 {
 		o.Limit = *soakPermits
 	}
-	if d.Name == "memory" {
+	switch {
+	case *soakRun > 0:
+		o.Duration = *soakRun
+		if f != nil {
+			o.Duration = max(o.Duration, f.RunFor)
+		}
+	case d.Name == "memory":
 		o.Duration = time.Second
 	}
 	out, err := d.Run(t.Context(), f, o)
