@@ -37,8 +37,10 @@
 //
 // Caveats: never use both modes on one table. Roles do not isolate advisory
 // locks, pg_locks or labels. Mutual exclusion does not survive a crash of the
-// server's host, a failover, or a step of the server's clock ahead (its
-// session timeouts run on it): only the token protects the resource then. A
-// pooler's idle_transaction_timeout must exceed the longest TTL.
+// server's host, a failover, a step of the server's clock ahead (its session
+// timeouts run on it), or a connection closed on the way (the server frees
+// the lock as it sees the close, before Done tells the holder): only the
+// token protects the resource then. A pooler's idle_transaction_timeout must
+// exceed the longest TTL.
 // Design: docs/design/postgres.md; production: docs/design/security-postgres.md.
 package postgres
