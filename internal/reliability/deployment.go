@@ -319,7 +319,7 @@ func Postgres(t testing.TB) *Deployment {
 		// A step back delays a silent holder's idle timeout by the step:
 		// a TTL keeps that within the liveness bound.
 		clockJump("server clock 10 TTLs ahead", clock, 10*d.TTL, pgClockAhead),
-		clockJump("server clock a TTL behind", clock, -d.TTL, ""),
+		clockJump("server clock a TTL behind", clock, -d.TTL, pgClockHealsAhead),
 		crashBehind(d, clock))
 	return d
 }
@@ -332,6 +332,15 @@ func Postgres(t testing.TB) *Deployment {
 // 2026-12-01; postgres/clock_test.go shows the mechanism).
 const pgClockAhead = "PostgreSQL checks its session timeouts against the wall clock: a step ahead can end a lock session " +
 	"before its holder's deadline (tokens still rise, the fence holds)"
+
+// pgClockHealsAhead is why the faults that step a PostgreSQL server's clock
+// back lie outside the guarantee too: their heal steps it ahead again, past
+// lock sessions granted meanwhile. A soak (2026-12-03) saw a waiter granted
+// under "server clock a TTL behind" at most 953 ms after the holder's last
+// refresh was sent with a TTL of 1 s, the holder's session ended by its idle
+// timeout (SQLSTATE 25P03) 36 ms or more before its deadline.
+const pgClockHealsAhead = "the heal steps the server clock ahead again, and PostgreSQL checks its session timeouts against the wall clock: " +
+	"a lock session granted while the clock was behind can end before its holder's deadline (tokens still rise, the fence holds)"
 
 // pgConnectionCut is why a client fault that ends by closing the holders'
 // connections (the blackhole's, the one-way drops' and the reset's heal)

@@ -308,7 +308,7 @@ func clusterFaults(d *Deployment) []Fault {
 // postgres's TestCrashClockBack_TokenFloor makes the loss certain.
 func crashBehind(d *Deployment, c *testenv.Clock) Fault {
 	s := d.server()
-	return Fault{Name: "server clock a TTL behind, killed, restarted after 2 TTLs", MinHold: 2 * d.TTL, Inject: func(h *Harm) {
+	return Fault{Name: "server clock a TTL behind, killed, restarted after 2 TTLs", MinHold: 2 * d.TTL, Outside: pgClockHealsAhead, Inject: func(h *Harm) {
 		h.Do(func(tb testing.TB) { c.Jump(tb, -d.TTL) })
 		h.Undo(func(tb testing.TB) { c.Jump(tb, d.TTL) })
 		h.Undo(s.Restart)
