@@ -146,7 +146,7 @@ func Redis(t testing.TB) *Deployment {
 	d := &Deployment{Name: "redis", TellingFault: "client blackhole", TTL: 500 * time.Millisecond, Liveness: 5 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{s}, connect: redisConnect("rel:"+fresh()+":", false)}
 	d.proxies(t)
-	d.Faults = append(append(clientFaults(d), serverFaults(d, false)...), redisClockFaults(d, clock)...)
+	d.Faults = append(append(clientFaults(d, ""), serverFaults(d, false)...), redisClockFaults(d, clock)...)
 	return d
 }
 
@@ -197,7 +197,7 @@ func Redlock(t testing.TB) *Deployment {
 	d := &Deployment{Name: "redlock-5", TellingFault: "client cut from 3 of 5 masters", TTL: time.Second, Liveness: 20 * time.Second, tb: t,
 		servers: c.Nodes, connect: redisConnect("rel:"+fresh()+":", true)}
 	d.proxies(t)
-	d.Faults = append(append(clientFaults(d), redlockFaults(d)...), redlockClockFaults(d, clocks)...)
+	d.Faults = append(append(clientFaults(d, ""), redlockFaults(d)...), redlockClockFaults(d, clocks)...)
 	return d
 }
 
@@ -223,7 +223,7 @@ func Etcd(t testing.TB) *Deployment {
 	d := &Deployment{Name: "etcd", TellingFault: "client blackhole", TTL: time.Second, Liveness: 10 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{s}, connect: etcdConnect("rel-" + fresh() + "/")}
 	d.proxies(t)
-	d.Faults = append(append(clientFaults(d), serverFaults(d, true)...), diskFault(disk))
+	d.Faults = append(append(clientFaults(d, ""), serverFaults(d, true)...), diskFault(disk))
 	return d
 }
 
@@ -270,7 +270,7 @@ func ZooKeeper(t testing.TB) *Deployment {
 	d := &Deployment{Name: "zookeeper", TellingFault: "client blackhole", TTL: ttl, Liveness: 10 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{s}, connect: zkConnect("/rel-"+fresh(), ttl)}
 	d.proxies(t)
-	d.Faults = append(append(clientFaults(d), serverFaults(d, true)...), diskFault(disk),
+	d.Faults = append(append(clientFaults(d, ""), serverFaults(d, true)...), diskFault(disk),
 		clockJump("server clock 10 TTLs ahead", clock, 10*ttl, ""),
 		clockJump("server clock 10 TTLs behind", clock, -10*ttl, ""))
 	return d
@@ -309,13 +309,7 @@ func Postgres(t testing.TB) *Deployment {
 	d := &Deployment{Name: "postgres", TellingFault: "client blackhole", TTL: time.Second, Liveness: 10 * time.Second, tb: t, Permits: true,
 		servers: []*testenv.Server{s}, connect: pgConnect(s.DSN(), "rel_"+fresh())}
 	d.proxies(t)
-	client := clientFaults(d)
-	for i := range client {
-		if client[i].Name != "client latency" { // the one that closes no connection
-			client[i].Outside = pgConnectionCut
-		}
-	}
-	d.Faults = append(append(client, serverFaults(d, true)...),
+	d.Faults = append(append(clientFaults(d, pgConnectionCut), serverFaults(d, true)...),
 		// A step back delays a silent holder's idle timeout by the step:
 		// a TTL keeps that within the liveness bound.
 		clockJump("server clock 10 TTLs ahead", clock, 10*d.TTL, pgClockAhead),

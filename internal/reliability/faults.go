@@ -15,10 +15,12 @@ import (
 
 // clientFaults cut one client (one proxy slot) off, both ways or one,
 // reset its connections, or slow its answers down: the client↔server path,
-// the server untouched.
-func clientFaults(d *Deployment) []Fault {
-	onSlot := func(name string, do func(*testenv.Proxy, testing.TB)) Fault {
-		return Fault{Name: name, Inject: func(h *Harm) {
+// the server untouched. Every one but the latency ends with the slot's
+// connections closed (the reset at once, the others at their heal); closed,
+// if not empty, is why those lie outside the deployment's guarantee.
+func clientFaults(d *Deployment, closed string) []Fault {
+	onSlot := func(name string, outside string, do func(*testenv.Proxy, testing.TB)) Fault {
+		return Fault{Name: name, Outside: outside, Inject: func(h *Harm) {
 			for _, p := range h.slot() {
 				h.Do(func(tb testing.TB) { do(p, tb) })
 				h.Undo(p.Heal)
@@ -26,13 +28,13 @@ func clientFaults(d *Deployment) []Fault {
 		}}
 	}
 	return []Fault{
-		onSlot("client blackhole", (*testenv.Proxy).Blackhole),
-		onSlot("client reset", (*testenv.Proxy).ResetPeer),
-		onSlot("client latency", func(p *testenv.Proxy, tb testing.TB) { p.Latency(tb, d.TTL/4) }),
+		onSlot("client blackhole", closed, (*testenv.Proxy).Blackhole),
+		onSlot("client reset", closed, (*testenv.Proxy).ResetPeer),
+		onSlot("client latency", "", func(p *testenv.Proxy, tb testing.TB) { p.Latency(tb, d.TTL/4) }),
 		// One-way partitions: the server runs what it hears and the client
 		// hears nothing; or the client is not heard.
-		onSlot("client replies dropped", (*testenv.Proxy).DropReplies),
-		onSlot("client requests dropped", (*testenv.Proxy).DropRequests),
+		onSlot("client replies dropped", closed, (*testenv.Proxy).DropReplies),
+		onSlot("client requests dropped", closed, (*testenv.Proxy).DropRequests),
 	}
 }
 
@@ -270,7 +272,7 @@ func clusterFaults(d *Deployment) []Fault {
 		h.Do(s.Disconnect)
 	}
 	return []Fault{
-		clientFaults(d)[0],
+		clientFaults(d, "")[0],
 		{Name: "partition a follower", Inject: func(h *Harm) { disconnect(h, follower(h)) }},
 		{Name: "partition the leader", Inject: func(h *Harm) { disconnect(h, c.Leader(h.TB)) }},
 		{Name: "partition a majority", Inject: func(h *Harm) {
