@@ -240,7 +240,7 @@ func soakOnce(t *testing.T, d *reliability.Deployment, f *reliability.Fault, r *
 }
 
 var columns = []string{"backend", "deployment", "fault", "guarantee", "runs", "injections", "histories", "contended (≥ 3 clients)", "operations",
-	"acquisitions", "stale writes refused", "ambiguous ops", "violations", "unknown checks", "mutex violations outside guarantee", "liveness retries"}
+	"acquisitions", "stale writes refused", "ambiguous ops", "violations", "unknown checks", "mutex violations outside guarantee", "liveness retries", "failed runs"}
 
 func (r *row) cells() []string {
 	g := "within"
@@ -257,7 +257,7 @@ func (r *row) cells() []string {
 	c := r.counts
 	return []string{r.backend, r.deployment, r.fault, g, fmt.Sprint(c.Runs), fmt.Sprint(r.injections), fmt.Sprint(c.Histories), fmt.Sprint(c.Contended),
 		fmt.Sprint(c.Operations), fmt.Sprint(c.Acquisitions), fmt.Sprint(c.StaleWritesRefused), fmt.Sprint(c.Ambiguous),
-		fmt.Sprint(c.Violations), fmt.Sprint(c.Unknown), out, fmt.Sprint(r.livenessRetries)}
+		fmt.Sprint(c.Violations), fmt.Sprint(c.Unknown), out, fmt.Sprint(r.livenessRetries), fmt.Sprint(r.failedRuns)}
 }
 
 // totals adds up the rows of each backend.
