@@ -114,11 +114,13 @@ func changesState(op Op) bool {
 
 // shrink looks for a small non-linearizable subset of ops. Removing an
 // operation can make a history illegal on its own (drop an acquisition and
-// its release has no holder), so it removes only what cannot: first every
-// operation that merely constrains the state; then whole leases, each an
-// acquisition with its refreshes, writes and release; then refreshes and
-// admitted writes, which only raise bounds. If the violation needs a
-// constraining operation, it settles for the shortest failing prefix.
+// its release has no holder), so it removes only what cannot: first the
+// operations that merely constrain the state (a refusal, ErrLocked, a
+// failed refresh, an acquisition of unknown outcome), all at once if the
+// violation needs none of them, else those it does not need; then whole
+// leases, each an acquisition with its refreshes, writes and release; then
+// refreshes and admitted writes, which only raise bounds. Every step keeps
+// the history illegal, so what the budget leaves unfinished is only larger.
 func shrink(m porcupine.Model, ops []Op, timeout, budget time.Duration) []Op {
 	stop := time.Now().Add(budget)
 	illegal := func(h []Op) bool {
@@ -126,21 +128,25 @@ func shrink(m porcupine.Model, ops []Op, timeout, budget time.Duration) []Op {
 	}
 	core := slices.DeleteFunc(slices.Clone(ops), func(op Op) bool { return !changesState(op) })
 	if !illegal(core) {
-		// Shortest failing prefix in call order, by bisection (a heuristic:
-		// illegality need not be monotone in the prefix).
-		lo, hi := 1, len(ops)
-		for lo < hi {
-			mid := (lo + hi) / 2
-			if illegal(ops[:mid]) {
-				hi = mid
-			} else {
-				lo = mid + 1
+		// Some constraint is needed. Drop the others in halving chunks
+		// (a refusal is explained by operations called after it, so no
+		// prefix of the history is the right cut).
+		core = slices.Clone(ops)
+		for size := max(1, len(core)/2); ; size /= 2 {
+			for end := len(core); end > 0; end -= size {
+				start := max(0, end-size)
+				kept := slices.DeleteFunc(slices.Clone(core[start:end]), func(op Op) bool { return !changesState(op) })
+				if len(kept) == end-start {
+					continue // nothing to drop here
+				}
+				if cand := slices.Concat(core[:start], kept, core[end:]); illegal(cand) {
+					core = cand
+				}
+			}
+			if size == 1 {
+				break
 			}
 		}
-		if hi < len(ops) && illegal(ops[:hi]) {
-			return slices.Clone(ops[:hi])
-		}
-		return ops
 	}
 	h := core
 	var leases []int

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -150,5 +151,40 @@ func TestShrink_KeepsTheTwoHolders(t *testing.T) {
 	}
 	if got := checkKey(model, small, 5*time.Second); got != porcupine.Illegal {
 		t.Errorf("shrunk history is %s, want Illegal:\n%s", got, FormatOps(small))
+	}
+}
+
+// A violation that needs a refusal is shrunk to the refusal nothing
+// explains, never to an earlier one that a grant made after its call
+// explains (a CI run's report once blamed a TryAcquire's ErrLocked, at the
+// start of a run, that another client's grant during it explained).
+func TestShrink_KeepsTheUnexplainedRefusal(t *testing.T) {
+	explained := o(1, TryAcquire, Locked, 0, 0, 100, 0)
+	unexplained := o(3, TryAcquire, Locked, 0, 50, 60, 0)
+	ops := []Op{
+		explained,
+		o(2, TryAcquire, OK, 5, 10, 20, 1000),
+		o(2, Release, OK, 5, 30, 40, 0),
+		unexplained,
+	}
+	sortOps(ops)
+	if got := checkKey(model, ops, 5*time.Second); got != porcupine.Illegal {
+		t.Fatalf("check = %s, want Illegal", got)
+	}
+	small := shrink(model, ops, time.Second, 10*time.Second)
+	if got := checkKey(model, small, 5*time.Second); got != porcupine.Illegal {
+		t.Errorf("shrunk history is %s, want Illegal:\n%s", got, FormatOps(small))
+	}
+	if !slices.Contains(small, unexplained) || slices.Contains(small, explained) {
+		t.Errorf("shrunk to\n%s\nwant the refusal at +50ms and not the one at +0ms", FormatOps(small))
+	}
+	// Each operation that only constrains the state is needed.
+	for i, op := range small {
+		if changesState(op) {
+			continue
+		}
+		if got := checkKey(model, slices.Delete(slices.Clone(small), i, i+1), 5*time.Second); got == porcupine.Illegal {
+			t.Errorf("the shrunk history is still illegal without %v", op)
+		}
 	}
 }
