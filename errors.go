@@ -11,7 +11,10 @@ import (
 // error); context.Canceled and context.DeadlineExceeded are returned as such
 // when the caller's context ended.
 var (
-	// ErrLocked: the key is held by another owner (TryAcquire).
+	// ErrLocked: the key is held by another owner (TryAcquire), or another
+	// owner's attempt was taking it at that moment: where an attempt takes
+	// its place before it looks (ZooKeeper's queue, Redlock's grants), two
+	// TryAcquires that meet can both be refused.
 	ErrLocked = errors.New("locker: locked by another owner")
 	// ErrLeaseLost: the lease ended without Release — its deadline passed
 	// without a refresh, the backend reported it gone, a refresh was ambiguous

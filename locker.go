@@ -14,7 +14,8 @@ type Locker interface {
 	// TTL) is given back and the wait starts over, up to three grants; then
 	// Acquire fails with ErrLeaseLost: the TTL is too short for the backend.
 	Acquire(ctx context.Context, key string, opts ...Option) (Lease, error)
-	// TryAcquire makes one attempt; ErrLocked when another owner holds key.
+	// TryAcquire makes one attempt; ErrLocked when another owner holds key
+	// (or was taking it at that moment: see ErrLocked).
 	TryAcquire(ctx context.Context, key string, opts ...Option) (Lease, error)
 	// Close ends every lease of this Locker (releasing them on the backend
 	// where it can), then closes the backend. Later calls return ErrClosed.

@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -22,8 +23,10 @@ type state struct {
 }
 
 // input is what the model needs of an operation: the operation itself, its
-// return (the latest moment it can have taken effect), and whether an
-// acquisition of unknown outcome had been called before it returned.
+// return (the latest moment it can have taken effect), and, for a refusal,
+// whether someone unseen may have held the lock: an acquisition of unknown
+// outcome called before it returned, or another client's refused attempt
+// that ran at the same time.
 //
 // Every operation keeps its real interval, even an ambiguous one whose
 // request may reach the server after its call returned: each ambiguous
@@ -80,7 +83,12 @@ func apply(s state, in input) []state {
 		case Locked:
 			// Someone holds it: the holder, or an acquisition whose outcome
 			// its client never learned (it may have been granted and held
-			// until its TTL; its token is unknown, so it is not a state).
+			// until its TTL; its token is unknown, so it is not a state), or
+			// another client's attempt that was refused while this one ran:
+			// a contender that takes its place before it looks (a queue
+			// node at the head, a Redlock majority of grants) and gives it
+			// up when it finds another ahead — two such attempts can refuse
+			// each other with the lock free.
 			if s.holder != 0 || in.ghosts {
 				return []state{s}
 			}
@@ -224,10 +232,19 @@ func operations(ops []Op) []porcupine.Operation {
 	for _, op := range ops {
 		ret := int64(op.Return)
 		g, ok := firstGhost[op.Key]
-		in := input{op: op, ret: ret, ghosts: ok && g < ret}
+		in := input{op: op, ret: ret, ghosts: ok && g < ret || op.Outcome == Locked && refusedBeside(ops, op)}
 		out = append(out, porcupine.Operation{ClientId: op.Client, Input: in, Call: int64(op.Call), Return: ret})
 	}
 	return out
+}
+
+// refusedBeside reports whether another client's acquisition on op's key
+// was refused while op ran.
+func refusedBeside(ops []Op, op Op) bool {
+	return slices.ContainsFunc(ops, func(c Op) bool {
+		return (c.Kind == Acquire || c.Kind == TryAcquire) && c.Outcome == Locked && c.Client != op.Client && c.Key == op.Key &&
+			c.Call < op.Return && op.Call < c.Return
+	})
 }
 
 // checkKey checks one key's history for linearizability.

@@ -85,6 +85,26 @@ func TestModel(t *testing.T) {
 			o(1, TryAcquire, Locked, 0, 20, 21, 0),
 			o(1, TryAcquire, OK, 3, 60, 61, 160),
 		}, porcupine.Ok},
+		{"LockedByAContenderThatWasRefused_Legal", []Op{
+			// A soak of the ZooKeeper ensemble: c1 and c2 queued behind
+			// c0 and, having seen it ahead, gave up; c0 released and tried
+			// again while their nodes were still ahead of its own.
+			o(1, TryAcquire, Locked, 0, 0, 370, 0),
+			o(2, TryAcquire, Locked, 0, 0, 361, 0),
+			o(0, TryAcquire, OK, 8, 0, 212, 3000),
+			o(0, Release, OK, 8, 277, 340, 0),
+			o(0, TryAcquire, Locked, 0, 346, 362, 0),
+		}, porcupine.Ok},
+		{"LockedByAContenderThatHadReturned_Illegal", []Op{
+			o(1, TryAcquire, Locked, 0, 0, 200, 0),
+			o(0, TryAcquire, OK, 8, 0, 150, 3000),
+			o(0, Release, OK, 8, 277, 340, 0),
+			o(0, TryAcquire, Locked, 0, 346, 362, 0),
+		}, porcupine.Illegal},
+		{"LockedByItsOwnClientsEarlierRefusal_Illegal", []Op{
+			o(0, TryAcquire, Locked, 0, 0, 10, 0),
+			o(0, TryAcquire, Locked, 0, 20, 30, 0),
+		}, porcupine.Illegal},
 		{"LostLeaseCleanedUpBeforeDeadline_Legal", []Op{
 			o(0, TryAcquire, OK, 1, 0, 10, 100),
 			o(0, Refresh, Ambiguous, 1, 20, 30, 0),
@@ -159,7 +179,7 @@ func TestShrink_KeepsTheTwoHolders(t *testing.T) {
 // explains (a CI run's report once blamed a TryAcquire's ErrLocked, at the
 // start of a run, that another client's grant during it explained).
 func TestShrink_KeepsTheUnexplainedRefusal(t *testing.T) {
-	explained := o(1, TryAcquire, Locked, 0, 0, 100, 0)
+	explained := o(1, TryAcquire, Locked, 0, 0, 45, 0)
 	unexplained := o(3, TryAcquire, Locked, 0, 50, 60, 0)
 	ops := []Op{
 		explained,

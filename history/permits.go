@@ -79,8 +79,8 @@ func applyPermit(limit int, s permits, in input) []permits {
 			}
 			return nil
 		case Locked:
-			// Every permit held, or acquisitions of unknown outcome may
-			// hold the rest (see step).
+			// Every permit held, or acquisitions of unknown outcome or
+			// refused contenders may hold the rest (see apply).
 			if s.n == limit || in.ghosts {
 				return []permits{s}
 			}
