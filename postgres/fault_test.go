@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/locker"
 	"github.com/distlock/locker/fencing"
+	"github.com/distlock/locker/internal/bounds"
 	"github.com/distlock/locker/internal/testenv"
 	"github.com/distlock/locker/postgres"
 )
@@ -163,8 +164,13 @@ func TestPostgres_PartitionedClient_LosesLeaseByLocalDeadline(t *testing.T) {
 	case <-time.After(ttl + 5*time.Second):
 		t.Fatal("Done not closed after the partition")
 	}
-	if now := time.Now(); now.After(deadline.Add(time.Second)) {
-		t.Fatalf("Done closed at %v, well after the local deadline %v", now, deadline)
+	// Done closes by the local deadline's timer: nothing from the server
+	// crosses the blackhole. The slack is for a loaded machine's
+	// scheduling.
+	late := time.Since(deadline)
+	bounds.Took(t, "Done after the local deadline", late, 2*time.Second)
+	if late > 2*time.Second {
+		t.Fatalf("Done closed %v after the local deadline %v", late, deadline)
 	}
 	if err := held.Err(); !errors.Is(err, locker.ErrLeaseLost) {
 		t.Fatalf("Err() = %v, want ErrLeaseLost", err)
