@@ -113,16 +113,17 @@ type Result struct {
 	// check came to failing.
 	LivenessSlowest, LivenessBound time.Duration
 
-	limit int // Options.Limit: the model the history is checked against
+	limit int           // Options.Limit: the model the history is checked against
+	ttl   time.Duration // Options.TTL: how long a refused attempt may keep its place
 }
 
-// model is the model r's history is checked against: the fenced mutex, or
-// N permits.
-func (r *Result) model() porcupine.Model {
+// spec is what r's history is checked against: the fenced mutex, or N
+// permits.
+func (r *Result) spec() spec {
 	if r.limit > 1 {
-		return permitsModel(r.limit)
+		return spec{permitsModel(r.limit), r.ttl}
 	}
-	return model
+	return spec{model, r.ttl}
 }
 
 // OK reports whether every check passed: no violation, no unknown check,
@@ -162,7 +163,8 @@ func (r *Result) WriteVisualization(dir string, timeout time.Duration) (string, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	res, info := porcupine.CheckOperationsVerbose(r.model(), operations(r.Ops), timeout)
+	s := r.spec()
+	res, info := porcupine.CheckOperationsVerbose(s.model, operations(r.Ops, s.refusedFor), timeout)
 	var notes []porcupine.Annotation
 	for _, w := range r.Windows {
 		a := porcupine.Annotation{Start: int64(w.Start), End: int64(w.End), Description: w.Name,
@@ -178,7 +180,7 @@ func (r *Result) WriteVisualization(dir string, timeout time.Duration) (string, 
 	}
 	info.AddAnnotations(notes)
 	path := filepath.Join(dir, fmt.Sprintf("history-%d-%s-%s.html", r.Seed, strings.ToLower(string(res)), time.Now().Format("20060102T150405.000")))
-	if err := porcupine.VisualizePath(r.model(), info, path); err != nil {
+	if err := porcupine.VisualizePath(s.model, info, path); err != nil {
 		return "", err
 	}
 	return path, nil
