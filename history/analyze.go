@@ -86,12 +86,12 @@ func firstPerCheck(vs []Violation, n int) []Violation {
 // checkLinearizable checks a key's history against the model. On a
 // violation it searches, within budget, for a smaller history that still
 // fails, and returns that.
-func checkLinearizable(s spec, key string, ops []Op, timeout, budget time.Duration) (porcupine.CheckResult, *Violation) {
-	res := checkKey(s, ops, timeout)
+func checkLinearizable(m porcupine.Model, key string, ops []Op, timeout, budget time.Duration) (porcupine.CheckResult, *Violation) {
+	res := checkKey(m, ops, timeout)
 	if res != porcupine.Illegal {
 		return res, nil
 	}
-	small := shrink(s, ops, min(timeout, 2*time.Second), budget)
+	small := shrink(m, ops, min(timeout, 2*time.Second), budget)
 	return res, &Violation{Check: CheckLinearizable, Key: key,
 		Detail: fmt.Sprintf("no linearization of %d operations fits the model; a failing history of %d:", len(ops), len(small)),
 		Ops:    small}
@@ -121,10 +121,10 @@ func changesState(op Op) bool {
 // leases, each an acquisition with its refreshes, writes and release; then
 // refreshes and admitted writes, which only raise bounds. Every step keeps
 // the history illegal, so what the budget leaves unfinished is only larger.
-func shrink(s spec, ops []Op, timeout, budget time.Duration) []Op {
+func shrink(m porcupine.Model, ops []Op, timeout, budget time.Duration) []Op {
 	stop := time.Now().Add(budget)
 	illegal := func(h []Op) bool {
-		return time.Now().Before(stop) && checkKey(s, h, timeout) == porcupine.Illegal
+		return time.Now().Before(stop) && checkKey(m, h, timeout) == porcupine.Illegal
 	}
 	core := slices.DeleteFunc(slices.Clone(ops), func(op Op) bool { return !changesState(op) })
 	if !illegal(core) {

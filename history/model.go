@@ -88,9 +88,7 @@ func apply(s state, in input) []state {
 			// a contender that takes its place before it looks (a queue
 			// node at the head, a Redlock majority of grants) and gives it
 			// up when it finds another ahead — two such attempts can refuse
-			// each other with the lock free — or one that returned up to a
-			// TTL before (Redlock clears what its undo missed in the
-			// background).
+			// each other with the lock free.
 			if s.holder != 0 || in.ghosts {
 				return []state{s}
 			}
@@ -218,17 +216,8 @@ var model = (&porcupine.NondeterministicModel{
 	DescribeState: describeState,
 }).ToModel()
 
-// spec is what a key's history is checked against: the model, and how long
-// after it returned a refused attempt may still hold its place —
-// Options.TTL, since Redlock removes the grants its undo could not in the
-// background, within a TTL.
-type spec struct {
-	model      porcupine.Model
-	refusedFor time.Duration
-}
-
 // operations turns recorded operations into porcupine's form.
-func operations(ops []Op, refusedFor time.Duration) []porcupine.Operation {
+func operations(ops []Op) []porcupine.Operation {
 	// The first acquisition of unknown outcome on each key, for the ghosts
 	// flag.
 	firstGhost := map[string]int64{}
@@ -243,23 +232,23 @@ func operations(ops []Op, refusedFor time.Duration) []porcupine.Operation {
 	for _, op := range ops {
 		ret := int64(op.Return)
 		g, ok := firstGhost[op.Key]
-		in := input{op: op, ret: ret, ghosts: ok && g < ret || op.Outcome == Locked && refusedBeside(ops, op, refusedFor)}
+		in := input{op: op, ret: ret, ghosts: ok && g < ret || op.Outcome == Locked && refusedBeside(ops, op)}
 		out = append(out, porcupine.Operation{ClientId: op.Client, Input: in, Call: int64(op.Call), Return: ret})
 	}
 	return out
 }
 
 // refusedBeside reports whether another client's acquisition on op's key
-// was refused while op ran, or up to refusedFor before.
-func refusedBeside(ops []Op, op Op, refusedFor time.Duration) bool {
+// was refused while op ran.
+func refusedBeside(ops []Op, op Op) bool {
 	return slices.ContainsFunc(ops, func(c Op) bool {
 		return (c.Kind == Acquire || c.Kind == TryAcquire) && c.Outcome == Locked && c.Client != op.Client && c.Key == op.Key &&
-			c.Call < op.Return && op.Call < c.Return+refusedFor
+			c.Call < op.Return && op.Call < c.Return
 	})
 }
 
 // checkKey checks one key's history for linearizability.
-func checkKey(s spec, ops []Op, timeout time.Duration) porcupine.CheckResult {
-	res, _ := porcupine.CheckOperationsVerbose(s.model, operations(ops, s.refusedFor), timeout)
+func checkKey(m porcupine.Model, ops []Op, timeout time.Duration) porcupine.CheckResult {
+	res, _ := porcupine.CheckOperationsVerbose(m, operations(ops), timeout)
 	return res
 }

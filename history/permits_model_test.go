@@ -62,7 +62,7 @@ func TestPermitsModel(t *testing.T) {
 	m := permitsModel(2)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := checkKey(spec{m, 100 * time.Millisecond}, c.ops, 5*time.Second); got != c.want {
+			if got := checkKey(m, c.ops, 5*time.Second); got != c.want {
 				t.Fatalf("permits model: %s, want %s", got, c.want)
 			}
 		})

@@ -113,17 +113,16 @@ type Result struct {
 	// check came to failing.
 	LivenessSlowest, LivenessBound time.Duration
 
-	limit int           // Options.Limit: the model the history is checked against
-	ttl   time.Duration // Options.TTL: how long a refused attempt may keep its place
+	limit int // Options.Limit: the model the history is checked against
 }
 
-// spec is what r's history is checked against: the fenced mutex, or N
-// permits.
-func (r *Result) spec() spec {
+// model is the model r's history is checked against: the fenced mutex, or
+// N permits.
+func (r *Result) model() porcupine.Model {
 	if r.limit > 1 {
-		return spec{permitsModel(r.limit), r.ttl}
+		return permitsModel(r.limit)
 	}
-	return spec{model, r.ttl}
+	return model
 }
 
 // OK reports whether every check passed: no violation, no unknown check,
@@ -163,8 +162,7 @@ func (r *Result) WriteVisualization(dir string, timeout time.Duration) (string, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	s := r.spec()
-	res, info := porcupine.CheckOperationsVerbose(s.model, operations(r.Ops, s.refusedFor), timeout)
+	res, info := porcupine.CheckOperationsVerbose(r.model(), operations(r.Ops), timeout)
 	var notes []porcupine.Annotation
 	for _, w := range r.Windows {
 		a := porcupine.Annotation{Start: int64(w.Start), End: int64(w.End), Description: w.Name,
@@ -180,7 +178,7 @@ func (r *Result) WriteVisualization(dir string, timeout time.Duration) (string, 
 	}
 	info.AddAnnotations(notes)
 	path := filepath.Join(dir, fmt.Sprintf("history-%d-%s-%s.html", r.Seed, strings.ToLower(string(res)), time.Now().Format("20060102T150405.000")))
-	if err := porcupine.VisualizePath(s.model, info, path); err != nil {
+	if err := porcupine.VisualizePath(r.model(), info, path); err != nil {
 		return "", err
 	}
 	return path, nil

@@ -423,7 +423,7 @@ func (r *runner) livenessClient(ctx context.Context, newLocker NewLocker) (locke
 func (r *runner) check() *Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := &Result{Seed: r.o.Seed, Duration: r.now(), Keys: r.keys, Ops: r.ops, Windows: r.faults.windows(), limit: r.o.Limit, ttl: r.o.TTL,
+	res := &Result{Seed: r.o.Seed, Duration: r.now(), Keys: r.keys, Ops: r.ops, Windows: r.faults.windows(), limit: r.o.Limit,
 		LivenessSlowest: r.livenessSlowest, LivenessBound: r.livenessBound}
 	sortOps(res.Ops)
 	c := &res.Counts
@@ -453,7 +453,7 @@ func (r *runner) check() *Result {
 		if clients(parts[k], r.o.Clients) >= 3 {
 			c.Contended++
 		}
-		lin, v := checkLinearizable(res.spec(), k, parts[k], r.o.CheckTimeout, 2*r.o.CheckTimeout)
+		lin, v := checkLinearizable(res.model(), k, parts[k], r.o.CheckTimeout, 2*r.o.CheckTimeout)
 		if lin == porcupine.Unknown {
 			res.UnknownKeys = append(res.UnknownKeys, k)
 		}
