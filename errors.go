@@ -12,9 +12,10 @@ import (
 // when the caller's context ended.
 var (
 	// ErrLocked: the key is held by another owner (TryAcquire), or another
-	// owner's attempt was taking it at that moment: where an attempt takes
-	// its place before it looks (ZooKeeper's queue, Redlock's grants), two
-	// TryAcquires that meet can both be refused.
+	// owner's attempt held its place at that moment: an attempt that queues
+	// before it looks (ZooKeeper) or takes grants before it counts them
+	// (Redlock), and then gives up, can refuse another while no lease
+	// holds the key.
 	ErrLocked = errors.New("locker: locked by another owner")
 	// ErrLeaseLost: the lease ended without Release — its deadline passed
 	// without a refresh, the backend reported it gone, a refresh was ambiguous

@@ -15,14 +15,13 @@
 // mutex: a grant needs a free lock and a token larger than every earlier
 // one and holds until its Deadline at least; refresh and release need their
 // lease to be the holder; ErrLocked needs a holder (or an acquisition of
-// unknown outcome, or another client's refused attempt beside it: a
-// contender that took its place and gave it up); an admitted write needs
-// a token not lower than any admitted before. Expiry is a nondeterministic
-// step allowed only after the holder's Deadline, so a paused holder is
-// legal and a second holder inside the first one's deadline is not. With
-// Options.Limit the model is N permits; with Options.Elections every key is
-// an election (package election). A check that runs out of time is unknown,
-// never a pass.
+// unknown outcome, or a contender refused beside it whose place became the
+// head when a lease ended); an admitted write needs a token not lower than
+// any admitted before. Expiry is a nondeterministic step allowed only after
+// the holder's Deadline, so a paused holder is legal and a second holder
+// inside the first one's deadline is not. With Options.Limit the model is
+// N permits; with Options.Elections every key is an election (package
+// election). A check that runs out of time is unknown, never a pass.
 //
 // Beside linearizability, the checks read what did happen: distinct,
 // growing tokens (CheckTokens); the resource's own admission order

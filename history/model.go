@@ -84,11 +84,11 @@ func apply(s state, in input) []state {
 			// Someone holds it: the holder, or an acquisition whose outcome
 			// its client never learned (it may have been granted and held
 			// until its TTL; its token is unknown, so it is not a state), or
-			// another client's attempt that was refused while this one ran:
-			// a contender that takes its place before it looks (a queue
-			// node at the head, a Redlock majority of grants) and gives it
-			// up when it finds another ahead — two such attempts can refuse
-			// each other with the lock free.
+			// a contender refused while this one ran: one that takes its
+			// place before it looks (a queue node, a Redlock majority of
+			// grants) and gives it up when it finds another ahead is the
+			// head for a moment if that one releases meanwhile, with the
+			// lock free (refusedBeside).
 			if s.holder != 0 || in.ghosts {
 				return []state{s}
 			}
@@ -238,12 +238,38 @@ func operations(ops []Op) []porcupine.Operation {
 	return out
 }
 
-// refusedBeside reports whether another client's acquisition on op's key
-// was refused while op ran.
+// refusedBeside reports whether a contender may have refused op: another
+// client's acquisition on op's key, refused while op ran, that queued
+// behind a lease which then ended — the moment its place was the head. A
+// lease ends at its last operation's call (a release, or the Ended of a
+// lost lease), by a client other than the contender's, inside the
+// contender's call and before op returned. Refusals with no such lease
+// (a service that refuses free locks, refusals that met only each other)
+// explain nothing.
 func refusedBeside(ops []Op, op Op) bool {
+	type end struct {
+		client int
+		at     time.Duration
+	}
+	var ends []end // where each lease of op's key ended
+	idx := map[int]int{}
+	for _, x := range ops {
+		if x.Lease == 0 || x.Key != op.Key {
+			continue
+		}
+		if i, ok := idx[x.Lease]; ok {
+			ends[i].at = max(ends[i].at, x.Call)
+		} else {
+			idx[x.Lease] = len(ends)
+			ends = append(ends, end{x.Client, x.Call})
+		}
+	}
 	return slices.ContainsFunc(ops, func(c Op) bool {
 		return (c.Kind == Acquire || c.Kind == TryAcquire) && c.Outcome == Locked && c.Client != op.Client && c.Key == op.Key &&
-			c.Call < op.Return && op.Call < c.Return
+			c.Call < op.Return && op.Call < c.Return &&
+			slices.ContainsFunc(ends, func(e end) bool {
+				return e.client != c.Client && c.Call < e.at && e.at < c.Return && e.at < op.Return
+			})
 	})
 }
 

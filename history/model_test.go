@@ -101,6 +101,10 @@ func TestModel(t *testing.T) {
 			o(0, Release, OK, 8, 277, 340, 0),
 			o(0, TryAcquire, Locked, 0, 346, 362, 0),
 		}, porcupine.Illegal},
+		{"RefusalsThatMeetOnlyEachOther_Illegal", []Op{
+			o(1, TryAcquire, Locked, 0, 0, 100, 0),
+			o(2, TryAcquire, Locked, 0, 10, 90, 0),
+		}, porcupine.Illegal},
 		{"LockedByItsOwnClientsEarlierRefusal_Illegal", []Op{
 			o(0, TryAcquire, Locked, 0, 0, 10, 0),
 			o(0, TryAcquire, Locked, 0, 20, 30, 0),

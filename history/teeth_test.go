@@ -80,6 +80,10 @@ func TestTeeth(t *testing.T) {
 		// A second holder inside the first one's deadline.
 		{"AcquireIgnoresHeldLock", flawIgnoreHeld, false,
 			[]history.CheckName{history.CheckLinearizable}, nil},
+		// ErrLocked on a free key, with no contender refused beside it
+		// (the refusal a contender explains is allowed: see the model).
+		{"RefusesAFreeLock", flawRefuseFree, false,
+			[]history.CheckName{history.CheckLinearizable}, nil},
 		// A sound lock and a guard that admits a paused holder's stale
 		// write after its successor's: the resource's order shows it.
 		{"GuardAdmitsStaleToken", sound, true,

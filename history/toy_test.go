@@ -36,6 +36,8 @@ type toy struct {
 	// grant, refresh and release waits (until the stall ends or its caller
 	// gives up), while locks go on expiring.
 	stalled atomic.Bool
+	// attempts counts the attempts on free keys (flawRefuseFree).
+	attempts int
 }
 
 type flaw string
@@ -53,6 +55,8 @@ const (
 	flawLyingStart flaw = "never-expires-locally"
 	// Acquisition takes the key even when another owner holds it.
 	flawIgnoreHeld flaw = "acquire-ignores-held-lock"
+	// Every second attempt on a free key is refused (ErrLocked) anyway.
+	flawRefuseFree flaw = "refuses-a-free-lock"
 	// Refresh reports success but does not extend the lock: the service
 	// expires it a TTL after its grant while its holder believes it holds.
 	flawRefreshLies flaw = "refresh-lies"
@@ -176,6 +180,11 @@ func (c *toyClient) grant(req *driver.Request, start time.Time) (driver.Lock, er
 	defer s.mu.Unlock()
 	if live(s.locks[req.Key]) && s.flaw != flawIgnoreHeld {
 		return nil, locker.ErrLocked
+	}
+	if s.flaw == flawRefuseFree {
+		if s.attempts++; s.attempts%2 == 0 {
+			return nil, locker.ErrLocked
+		}
 	}
 	s.fence[req.Key]++
 	n := s.fence[req.Key]
