@@ -15,7 +15,11 @@ package slowdisk
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -109,30 +113,76 @@ func (d *Disk) Unmount() error {
 	return nil
 }
 
-// hold waits out the delay and then the stall, or until the kernel
-// interrupts the flush (its process is being killed).
+// hold waits out the delay and then the stall, or until the flush's
+// caller is being killed (then EINTR: the kernel makes a killed process
+// wait for the reply to a request the server has read). It does not heed a
+// mere INTERRUPT (the request's context ending): a real disk's flush does
+// not return EINTR when its thread is signalled, and etcd dies of one
+// ("failed to save Raft hard state and entries: interrupted system call");
+// Go programs signal their own threads (SIGURG, for preemption).
 func (d *Disk) hold(ctx context.Context) syscall.Errno {
+	var tid uint32
+	if c, ok := fuse.FromContext(ctx); ok {
+		tid = c.Pid
+	}
+	tick := time.NewTicker(killPoll)
+	defer tick.Stop()
 	d.mu.Lock()
 	delay := d.delay
 	d.mu.Unlock()
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return syscall.EINTR
+		for waiting := true; waiting; {
+			select {
+			case <-t.C:
+				waiting = false
+			case <-tick.C:
+				if dying(tid) {
+					return syscall.EINTR
+				}
+			}
 		}
 	}
-	d.mu.Lock()
-	resumed := d.resumed
-	d.mu.Unlock()
-	select {
-	case <-resumed:
-		return 0
-	case <-ctx.Done():
-		return syscall.EINTR
+	for {
+		d.mu.Lock()
+		resumed := d.resumed
+		d.mu.Unlock()
+		select {
+		case <-resumed:
+			return 0
+		case <-tick.C:
+			if dying(tid) {
+				return syscall.EINTR
+			}
+		}
 	}
+}
+
+// killPoll is how often a held flush looks whether its caller is being
+// killed.
+const killPoll = 100 * time.Millisecond
+
+// dying reports whether thread tid (a FUSE request's caller, in this
+// process's pid namespace) is gone or has SIGKILL pending.
+func dying(tid uint32) bool {
+	if tid == 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || k != "SigPnd" && k != "ShdPnd" {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&(1<<(syscall.SIGKILL-1)) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // node is a loopback node whose file flushes go through hold.

@@ -1,8 +1,13 @@
 package slowdisk_test
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,4 +96,98 @@ func TestDisk_StalledFlushWaitsForResume(t *testing.T) {
 	if got := d.Flushes(); got != 1 {
 		t.Errorf("Flushes() = %d after Resume, want 1", got)
 	}
+}
+
+// A flush is not cut short by a signal its thread receives: a real disk's
+// fdatasync does not return EINTR, and etcd treats one as fatal ("failed to
+// save Raft hard state and entries: interrupted system call": members of a
+// soak's etcd cluster died of it, 2026-12-03). The kernel turns a signal to
+// a thread waiting on FUSE into an INTERRUPT request, and Go programs signal
+// their own threads (SIGURG, for preemption).
+func TestDisk_StalledFlushIgnoresSignals(t *testing.T) {
+	d, _ := mount(t)
+	f, err := os.Create(filepath.Join(d.Dir, "wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("entry"); err != nil {
+		t.Fatal(err)
+	}
+	fd := int(f.Fd())
+	d.Stall()
+	tid := make(chan int, 1)
+	done := make(chan error, 1)
+	go func() {
+		// The thread stays this goroutine's, so that the signals reach the
+		// thread waiting in fdatasync.
+		runtime.LockOSThread()
+		tid <- syscall.Gettid()
+		done <- syscall.Fdatasync(fd)
+	}()
+	id := <-tid
+	for range 20 {
+		time.Sleep(20 * time.Millisecond)
+		if err := syscall.Tgkill(os.Getpid(), id, syscall.SIGURG); err != nil {
+			// The locked thread ends with its goroutine: fdatasync returned.
+			t.Fatalf("fdatasync on a stalled disk returned before Resume: %v (signal: %v)", <-done, err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("fdatasync on a stalled disk returned before Resume: %v", err)
+		default:
+		}
+	}
+	d.Resume()
+	if err := <-done; err != nil {
+		t.Fatalf("fdatasync after Resume: %v", err)
+	}
+}
+
+// A process killed while its flush is stalled dies without waiting for the
+// stall to end: the kernel would otherwise hold it until the reply, and a
+// server's container could not be removed while its disk stalls.
+func TestDisk_StalledFlushLetsAKilledProcessGo(t *testing.T) {
+	d, _ := mount(t)
+	name := filepath.Join(d.Dir, "wal")
+	if err := os.WriteFile(name, []byte("entry"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.Stall()
+	defer d.Resume()
+	cmd := exec.Command("sync", "--data", name) // fdatasync(2) on the file
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Until its flush is held (the disk counts nothing while stalled, so
+	// wait until the process sleeps in the kernel).
+	for !sleepingInKernel(cmd.Process.Pid) {
+		select {
+		case err := <-exited:
+			t.Fatalf("sync exited before the stall ended: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a killed process stayed in its stalled flush")
+	}
+}
+
+// sleepingInKernel reports whether process pid is in an uninterruptible or
+// interruptible sleep (S or D), as a process blocked in a FUSE request is.
+func sleepingInKernel(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...
+	_, rest, ok := strings.Cut(string(b), ") ")
+	return ok && (strings.HasPrefix(rest, "S") || strings.HasPrefix(rest, "D"))
 }
