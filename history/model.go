@@ -218,56 +218,64 @@ var model = (&porcupine.NondeterministicModel{
 
 // operations turns recorded operations into porcupine's form.
 func operations(ops []Op) []porcupine.Operation {
-	// The first acquisition of unknown outcome on each key, for the ghosts
-	// flag.
+	// Per key: the first acquisition of unknown outcome, for the ghosts
+	// flag; the refused acquisitions, and where each lease ended, for
+	// refusedBeside.
 	firstGhost := map[string]int64{}
+	refused := map[string][]Op{}
+	ends := map[string][]leaseEnd{}
+	endOf := map[int]*leaseEnd{} // by lease
 	for _, op := range ops {
-		if (op.Kind == Acquire || op.Kind == TryAcquire) && op.Outcome == Ambiguous {
-			if g, ok := firstGhost[op.Key]; !ok || int64(op.Call) < g {
-				firstGhost[op.Key] = int64(op.Call)
+		if op.Kind == Acquire || op.Kind == TryAcquire {
+			switch op.Outcome {
+			case Ambiguous:
+				if g, ok := firstGhost[op.Key]; !ok || int64(op.Call) < g {
+					firstGhost[op.Key] = int64(op.Call)
+				}
+			case Locked:
+				refused[op.Key] = append(refused[op.Key], op)
 			}
 		}
+		if op.Lease != 0 {
+			if e := endOf[op.Lease]; e != nil {
+				e.at = max(e.at, op.Call)
+			} else {
+				endOf[op.Lease] = &leaseEnd{key: op.Key, client: op.Client, at: op.Call}
+			}
+		}
+	}
+	for _, e := range endOf {
+		ends[e.key] = append(ends[e.key], *e)
 	}
 	out := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
 		ret := int64(op.Return)
 		g, ok := firstGhost[op.Key]
-		in := input{op: op, ret: ret, ghosts: ok && g < ret || op.Outcome == Locked && refusedBeside(ops, op)}
+		in := input{op: op, ret: ret, ghosts: ok && g < ret || op.Outcome == Locked && refusedBeside(refused[op.Key], ends[op.Key], op)}
 		out = append(out, porcupine.Operation{ClientId: op.Client, Input: in, Call: int64(op.Call), Return: ret})
 	}
 	return out
 }
 
+// leaseEnd is where a lease of key ended: its last operation's call (a
+// release, or the Ended of a lost lease), by its holder, client.
+type leaseEnd struct {
+	key    string
+	client int
+	at     time.Duration
+}
+
 // refusedBeside reports whether a contender may have refused op: another
-// client's acquisition on op's key, refused while op ran, that queued
-// behind a lease which then ended — the moment its place was the head. A
-// lease ends at its last operation's call (a release, or the Ended of a
-// lost lease), by a client other than the contender's, inside the
-// contender's call and before op returned. Refusals with no such lease
-// (a service that refuses free locks, refusals that met only each other)
-// explain nothing.
-func refusedBeside(ops []Op, op Op) bool {
-	type end struct {
-		client int
-		at     time.Duration
-	}
-	var ends []end // where each lease of op's key ended
-	idx := map[int]int{}
-	for _, x := range ops {
-		if x.Lease == 0 || x.Key != op.Key {
-			continue
-		}
-		if i, ok := idx[x.Lease]; ok {
-			ends[i].at = max(ends[i].at, x.Call)
-		} else {
-			idx[x.Lease] = len(ends)
-			ends = append(ends, end{x.Client, x.Call})
-		}
-	}
-	return slices.ContainsFunc(ops, func(c Op) bool {
-		return (c.Kind == Acquire || c.Kind == TryAcquire) && c.Outcome == Locked && c.Client != op.Client && c.Key == op.Key &&
-			c.Call < op.Return && op.Call < c.Return &&
-			slices.ContainsFunc(ends, func(e end) bool {
+// client's acquisition on op's key (one of refused), refused while op ran,
+// that queued behind a lease which then ended — the moment its place was
+// the head. The lease (one of ends, op's key's) is another client's than
+// the contender's and ended inside the contender's call and before op
+// returned. Refusals with no such lease (a service that refuses free
+// locks, refusals that met only each other) explain nothing.
+func refusedBeside(refused []Op, ends []leaseEnd, op Op) bool {
+	return slices.ContainsFunc(refused, func(c Op) bool {
+		return c.Client != op.Client && c.Call < op.Return && op.Call < c.Return &&
+			slices.ContainsFunc(ends, func(e leaseEnd) bool {
 				return e.client != c.Client && c.Call < e.at && e.at < c.Return && e.at < op.Return
 			})
 	})
