@@ -130,25 +130,22 @@ func (d *Disk) hold(ctx context.Context) syscall.Errno {
 	d.mu.Lock()
 	delay := d.delay
 	d.mu.Unlock()
+	var delayed <-chan time.Time // nil once the delay is over
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		defer t.Stop()
-		for waiting := true; waiting; {
-			select {
-			case <-t.C:
-				waiting = false
-			case <-tick.C:
-				if dying(tid) {
-					return syscall.EINTR
-				}
-			}
-		}
+		delayed = t.C
 	}
 	for {
-		d.mu.Lock()
-		resumed := d.resumed
-		d.mu.Unlock()
+		var resumed chan struct{} // nil (never ready) during the delay
+		if delayed == nil {
+			d.mu.Lock()
+			resumed = d.resumed
+			d.mu.Unlock()
+		}
 		select {
+		case <-delayed:
+			delayed = nil
 		case <-resumed:
 			return 0
 		case <-tick.C:
