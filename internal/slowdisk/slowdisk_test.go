@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -161,9 +162,8 @@ func TestDisk_StalledFlushLetsAKilledProcessGo(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	// Until its flush is held (the disk counts nothing while stalled, so
-	// wait until the process sleeps in the kernel).
-	for !sleepingInKernel(cmd.Process.Pid) {
+	// Until its flush is held: the process waits in fdatasync.
+	for !inFlush(cmd.Process.Pid) {
 		select {
 		case err := <-exited:
 			t.Fatalf("sync exited before the stall ended: %v", err)
@@ -180,14 +180,13 @@ func TestDisk_StalledFlushLetsAKilledProcessGo(t *testing.T) {
 	}
 }
 
-// sleepingInKernel reports whether process pid is in an uninterruptible or
-// interruptible sleep (S or D), as a process blocked in a FUSE request is.
-func sleepingInKernel(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// inFlush reports whether process pid is blocked in fdatasync or fsync
+// (/proc/pid/syscall starts with the number of the call it waits in).
+func inFlush(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
 	if err != nil {
 		return false
 	}
-	// pid (comm) state ...
-	_, rest, ok := strings.Cut(string(b), ") ")
-	return ok && (strings.HasPrefix(rest, "S") || strings.HasPrefix(rest, "D"))
+	n, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	return n == strconv.Itoa(syscall.SYS_FDATASYNC) || n == strconv.Itoa(syscall.SYS_FSYNC)
 }
