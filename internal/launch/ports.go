@@ -23,10 +23,17 @@ var (
 	ports   = map[int]bool{}
 )
 
-// FreePort returns a port in [PortLow, PortHigh) free on 127.0.0.1 and not
-// handed out before by this process. A port free now may be taken by another
-// process before the container binds it; the odds are small and the failure
-// loud.
+// FreePort returns a port in [PortLow, PortHigh) that no process has bound
+// on any address, that no other process has been handed by FreePort and
+// still runs (see reservePort), and that this process has not been handed
+// before. Test packages run as processes side by side, and a port is often
+// bound long after it is handed out — a container's published port once it
+// starts, a proxy on the Docker bridge's gateway once the members it links
+// are up — so that a check for a free port alone let two processes take
+// the same one (a CI run's linked ensemble failed with "bind: address
+// already in use" on the gateway). A process that is not Go's, binding
+// such a port meanwhile, is still possible; the odds are small and the
+// failure loud.
 func FreePort() (int, error) {
 	portsMu.Lock()
 	defer portsMu.Unlock()
@@ -35,11 +42,19 @@ func FreePort() (int, error) {
 		if ports[p] {
 			continue
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		// The wildcard address conflicts with a listener on any address.
+		l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(p)))
 		if err != nil {
 			continue
 		}
 		l.Close()
+		held, err := reservePort(p)
+		if err != nil {
+			return 0, err
+		}
+		if !held {
+			continue
+		}
 		ports[p] = true
 		return p, nil
 	}
