@@ -65,7 +65,9 @@ func (b *backend) TryAcquire(ctx context.Context, req *driver.Request) (_ driver
 			Commit()
 		cancel()
 		if err != nil {
-			b.createFailed(ctx, own, err)
+			if !sl.goneOn(err) {
+				b.createFailed(ctx, own, err)
+			}
 			return nil, err
 		}
 		if resp.Succeeded {
@@ -152,6 +154,11 @@ func (b *backend) queue(ctx context.Context, lp string, req *driver.Request) (_ 
 		return err
 	})
 	if err != nil {
+		if sl.goneOn(err) {
+			// The lease died on the server first: the Acquire lost only
+			// its place, and queues again on a new lease.
+			return nil, sl.placeLost()
+		}
 		b.createFailed(ctx, own, err)
 		return nil, err
 	}
@@ -335,8 +342,11 @@ func (b *backend) granted(ctx context.Context, own *ownKey, req *driver.Request,
 	}
 	l.start = start
 	if !sl.add(l) {
+		// The lease died after the request that won was sent: nothing was
+		// handed out, so the Acquire lost only its place and queues again
+		// (a TryAcquire reports the cause, unavailable).
 		b.remove(ctx, own, rev)
-		return nil, fmt.Errorf("%w: %w", locker.ErrLeaseLost, sl.err())
+		return nil, sl.placeLost()
 	}
 	if req.MinHold > 0 {
 		if err := b.startHold(ctx, l, req.MinHold); err != nil {

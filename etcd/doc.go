@@ -40,6 +40,9 @@
 // WithMinHold d: not freed before d after the grant; after a crash, by ⌈d⌉+T/2+R.
 //
 // Caveats: run etcd with --auto-compaction-retention; do not mix versions
-// older than nested-prefix independence with this one on one prefix.
+// older than nested-prefix independence with this one on one prefix. A
+// leader frozen past an election (SIGSTOP, a paused VM) revokes, as it
+// resumes, leases the new leader renewed: their locks are freed before the
+// holders' deadlines, and only fencing protects what they guard.
 // Design, key layout, permits, holds and proofs: docs/design/etcd.md.
 package etcd

@@ -203,6 +203,18 @@ func (s *sharedLease) die(cause error) {
 	}
 }
 
+// goneOn reports whether err, the error of a request made with the lease,
+// says the server no longer has it ("requested lease not found": expired
+// there before the client's renewals could tell, or revoked). The request
+// wrote nothing, and the lease is marked dead, as its next renewal would.
+func (s *sharedLease) goneOn(err error) bool {
+	if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return false
+	}
+	s.die(errLeaseExpired)
+	return true
+}
+
 // renewLoop keeps the lease alive until the backend closes or the lease
 // dies. A renewal that cannot reach the server is retried at the next tick;
 // once no renewal has succeeded for a whole lease TTL the server has freed
@@ -225,8 +237,7 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 		switch {
 		case err == nil:
 			s.markRenewed(sent)
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			s.die(errLeaseExpired)
+		case s.goneOn(err):
 			return
 		case ctx.Err() != nil:
 			return
@@ -248,8 +259,7 @@ func (s *sharedLease) renewLoop(ctx context.Context) {
 func (s *sharedLease) renew(ctx context.Context, timeout time.Duration) error {
 	sent, err := s.ka.renew(ctx, timeout, func() bool { return !s.validFrom().Before(time.Now()) })
 	if err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			s.die(errLeaseExpired)
+		if s.goneOn(err) {
 			return fmt.Errorf("%w: %w", locker.ErrLeaseLost, errLeaseExpired)
 		}
 		return err
