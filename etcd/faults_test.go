@@ -95,8 +95,11 @@ func TestEtcd_LeaderKilled_WaitersAcquireInTokenOrderWithinTTLPlusElection(t *te
 			results <- result{lease.Token(), at, err}
 		}()
 	}
-	// Let the waiters queue behind the holder.
-	time.Sleep(500 * time.Millisecond)
+	// The waiters queue behind the holder before the kill: an Acquire
+	// still granting its lease when the leader dies fails unavailable, as
+	// any request does that finds no leader within its timeout (a loaded CI
+	// run of 2026-12-03 saw half a second not be enough for four to queue).
+	waitKeys(t, h.newClient(t, c.Addrs()...), h.prefix+key+"\x00", 1+waiters)
 	leader := c.Leader(t)
 	killed := time.Now()
 	leader.Kill(t)
@@ -378,10 +381,11 @@ func isDone(lease locker.Lease) bool {
 	}
 }
 
-// waitKeys waits until the range prefix holds n keys.
+// waitKeys waits until the range prefix holds n keys. Its bound is for a
+// loaded machine, where a CI run's 3-member cluster took 21 s to start.
 func waitKeys(t *testing.T, raw *clientv3.Client, prefix string, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := raw.Get(ctxFor(t, 5*time.Second), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err == nil && resp.Count == n {
