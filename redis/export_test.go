@@ -12,3 +12,7 @@ var CloseClients = closeClients
 // DefaultNodeTimeout is Redlock's per-master timeout for ttl when
 // WithNodeTimeout does not set one.
 func DefaultNodeTimeout(ttl time.Duration) time.Duration { return (&redlock{}).timeout(ttl) }
+
+// ReleaseScript is release.lua as the package runs it: a test can tell its
+// requests on the wire by the script's hash.
+var ReleaseScript = releaseScript

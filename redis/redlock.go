@@ -249,10 +249,29 @@ type acquisition struct {
 	// unknown outcome still queued there), this acquisition's lock, which
 	// the undo of the round could not be seen to remove. Nil while none.
 	pending []bool
+	// stuck: the masters that granted this acquisition's lock and where
+	// the undo failed, so the grant may stand, refusing others.
+	stuck []int
 }
 
 func (r *redlock) newAcquisition(req *driver.Request) *acquisition {
 	return &acquisition{req: req, n: r.names(req.Key), val: value(req)}
+}
+
+// refusalLeftGrants turns a refusal (ErrLocked) into ErrUnavailable when a
+// master granted the acquisition and its undo failed there: that grant may
+// stand, refusing others while nobody holds the key, until settle removes
+// it or it expires, and ErrLocked would say the attempt left nothing
+// behind. (A request of unknown outcome on a master that did not answer —
+// frozen, say — leaves a refusal ErrLocked: that master refuses everyone
+// while it does not answer, and a Redlock deployment rides out a minority
+// of such masters.)
+func (a *acquisition) refusalLeftGrants(err error) error {
+	if !errors.Is(err, locker.ErrLocked) || len(a.stuck) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w: redlock: refused (%v), and the undo of this attempt's grants did not get through to masters %v: they may refuse others until removed in the background or expired",
+		locker.ErrUnavailable, err, a.stuck)
 }
 
 func (a *acquisition) mark(i, nodes int) {
@@ -307,7 +326,11 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 			if waiter != "" {
 				r.leaveUngranted(ctx, res, n, waiter, timeout)
 			}
-			return &rlock{r: r, n: n, val: val, token: uint64(token), start: start, ttl: req.TTL, minHold: holdArg(req)}, verdict{}, nil
+			granted := make([]bool, len(res))
+			for i, x := range res {
+				granted[i] = x.ok
+			}
+			return &rlock{r: r, n: n, val: val, token: uint64(token), start: start, ttl: req.TTL, minHold: holdArg(req), granted: granted}, verdict{}, nil
 		}
 		if validity <= 0 {
 			errs = append(errs, fmt.Errorf("redlock: round took %v, longer than the validity of TTL %v", time.Since(start).Round(time.Millisecond), req.TTL))
@@ -334,8 +357,12 @@ func (r *redlock) round(ctx context.Context, a *acquisition, waiter string) (dri
 	}
 	undone, _ := r.releaseOn(context.WithoutCancel(ctx), sent, n, val, false, nil, timeout)
 	for i, x := range res {
-		if x.ok && undone[i] < 0 || x.err != nil && maybeRan(x.err) && undone[i] != 1 {
+		stuck := x.ok && undone[i] < 0
+		if stuck || x.err != nil && maybeRan(x.err) && undone[i] != 1 {
 			a.mark(i, len(r.nodes))
+		}
+		if stuck && !slices.Contains(a.stuck, i) {
+			a.stuck = append(a.stuck, i)
 		}
 	}
 
@@ -434,17 +461,12 @@ func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, va
 	return fenced, errors.Join(errs...)
 }
 
-// releaseEach runs release.lua on every master and returns what each
-// answered: 1 released, 0 not held by val, -1 failed. With wake, each
-// master that released wakes the head of its queue: at most one waiter per
-// master.
-func (r *redlock) releaseEach(ctx context.Context, n names, val string, wake bool, hold any, timeout time.Duration) ([]int8, error) {
-	return r.releaseOn(ctx, nil, n, val, wake, hold, timeout)
-}
-
-// releaseOn is releaseEach on the masters i with only[i] (all when only is
-// nil); the others answer 0. hold is the lock's minimum hold (rlock's
-// minHold), nil for none and for an undo, which deletes.
+// releaseOn runs release.lua on the masters i with only[i] (all when only
+// is nil) and returns what each answered: 1 released, 0 not held by val
+// (and every master not asked), -1 failed. With wake, each master that
+// released wakes the head of its queue: at most one waiter per master.
+// hold is the lock's minimum hold (rlock's minHold), nil for none and for
+// an undo, which deletes.
 func (r *redlock) releaseOn(ctx context.Context, only []bool, n names, val string, wake bool, hold any, timeout time.Duration) ([]int8, error) {
 	var mu sync.Mutex
 	var errs []error
@@ -568,6 +590,7 @@ func (r *redlock) TryAcquire(ctx context.Context, req *driver.Request) (_ driver
 	a := r.newAcquisition(req)
 	defer func() {
 		if err != nil {
+			err = a.refusalLeftGrants(err)
 			r.settle(a)
 		}
 	}()
@@ -667,18 +690,29 @@ func (r *redlock) leaveAll(ctx context.Context, n names, w *waiter, ttl time.Dur
 
 // retryRound runs rounds until one does not fail for want of masters, at
 // most failedRounds of them, separated by jitter.
-func (r *redlock) retryRound(ctx context.Context, a *acquisition, waiter string) (driver.Lock, verdict, error) {
+func (r *redlock) retryRound(ctx context.Context, a *acquisition, waiter string) (l driver.Lock, v verdict, err error) {
+	err = r.retryFailed(ctx, a.req.TTL, func() error {
+		l, v, err = r.round(ctx, a, waiter)
+		return err
+	})
+	return l, v, err
+}
+
+// retryFailed runs round until it does not fail for want of masters, at
+// most failedRounds times, separated by jitter; an ErrLeaseLost is an
+// answer, not a failure, and ends it at once.
+func (r *redlock) retryFailed(ctx context.Context, ttl time.Duration, round func() error) error {
 	for i := 1; ; i++ {
-		l, v, err := r.round(ctx, a, waiter)
-		if err == nil || i == failedRounds || ctx.Err() != nil {
-			return l, v, err
+		err := round()
+		if err == nil || errors.Is(err, locker.ErrLeaseLost) || i == failedRounds || ctx.Err() != nil {
+			return err
 		}
-		t := time.NewTimer(jitter(r.timeout(a.req.TTL), i-1, a.req.TTL))
+		t := time.NewTimer(jitter(r.timeout(ttl), i-1, ttl))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, verdict{}, err
+			return err
 		}
 	}
 }
@@ -747,6 +781,7 @@ type rlock struct {
 	// minHold is as lock's: each master keeps the lock until its own grant
 	// time plus the hold, and a release before then leaves it so.
 	minHold any
+	granted []bool // the masters that granted it
 }
 
 // MinHolds implements driver.MinHolds: every master keeps the lock for the
@@ -870,9 +905,44 @@ func (l *rlock) onHolders(ctx context.Context, done string, timeout time.Duratio
 // Release deletes the lock on every master that holds it. It reports
 // ErrLeaseLost when no majority held it any more, and an error when too
 // many masters failed to tell.
+//
+// A round whose verdict waits on masters that did not answer in time is
+// sent again to those masters only, as a grant's (retryFailed). A master
+// that granted the lock and holds nothing when asked again counts as
+// released: its first request may have run after the caller gave up on
+// it, and before the lease's deadline nothing else removes the lock from
+// a master that granted it (within the guarantee).
 func (l *rlock) Release(ctx context.Context) (err error) {
 	defer l.r.refusedByQuorum(&err)
-	answers, err := l.r.releaseEach(ctx, l.n, l.val, true, l.minHold, l.r.timeout(l.ttl))
+	var answers []int8
+	return l.r.retryFailed(ctx, l.ttl, func() error {
+		var again []bool // nil: every master
+		if answers != nil {
+			again = make([]bool, len(answers))
+			for i, x := range answers {
+				again[i] = x < 0
+			}
+		}
+		got, err := l.r.releaseOn(ctx, again, l.n, l.val, true, l.minHold, l.r.timeout(l.ttl))
+		if answers == nil {
+			answers = got
+		} else {
+			for i := range answers {
+				if again[i] {
+					answers[i] = got[i]
+					if got[i] == 0 && l.granted[i] {
+						answers[i] = 1
+					}
+				}
+			}
+		}
+		return l.releaseVerdict(answers, err)
+	})
+}
+
+// releaseVerdict judges the masters' answers to a release (1 released, 0
+// held nothing, -1 failed with err).
+func (l *rlock) releaseVerdict(answers []int8, err error) error {
 	var released, failed int
 	for _, x := range answers {
 		switch x {

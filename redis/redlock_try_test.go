@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -222,4 +223,89 @@ func TestRedlock_RefusedMasters_NoUndo(t *testing.T) {
 	if n := dials.Load(); n < 5 || n > 3*5 {
 		t.Fatalf("TryAcquire on 5 refusing masters dialled %d times, want 5 to 15: up to 3 rounds, no undo", n)
 	}
+}
+
+// A TryAcquire refused by a majority holder undoes the grants its round got
+// elsewhere; a master whose undo does not get through keeps the grant —
+// refusing others while nobody they can see holds the key — until settle
+// removes it in the background or it expires. ErrLocked would tell the
+// caller that the attempt left nothing behind: the outcome is ambiguous,
+// so the TryAcquire answers ErrUnavailable, as ZooKeeper's does.
+//
+// Another owner holds masters 0 and 1 of 3; master 2 grants the attempt,
+// and its connections drop every request of release.lua, the undo, until
+// the test lets them through.
+func TestRedlock_TryAcquireRefused_UndoNotThrough_UnavailableNotLocked(t *testing.T) {
+	c := testenv.RedisMasters(t, 3)
+	addrs := c.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prefix := "test:" + t.Name() + ":" + time.Now().Format("150405.000000") + ":"
+	plantGrant(t, ctx, addrs[0], prefix, "k", "other", time.Minute)
+	plantGrant(t, ctx, addrs[1], prefix, "k", "other", time.Minute)
+	var dropUndo atomic.Bool
+	dropUndo.Store(true)
+	sha := []byte(redis.ReleaseScript.Hash())
+	clients := connectMasters(addrs)
+	clients[2] = goredis.NewClient(&goredis.Options{Addr: addrs[2], ContextTimeoutEnabled: true, MaxRetries: -1,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &undoDropper{Conn: conn, drop: &dropUndo, sha: sha}, nil
+		}})
+	l, err := redis.NewRedlock(clients, redis.WithPrefix(prefix), redis.CloseClients(),
+		redis.WithNodeTimeout(time.Second), locker.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	lease, err := l.TryAcquire(ctx, "k")
+	if err == nil {
+		lease.Release(ctx)
+		t.Fatal("TryAcquire granted while another owner holds 2 of 3 masters")
+	}
+	lock, _ := keyNames(prefix, "k")
+	if n, gerr := direct(t, addrs[2]).Exists(ctx, lock).Result(); gerr != nil || n != 1 {
+		t.Fatalf("master 2 holds no grant of the attempt (%d, %v) when its TryAcquire returned: the undo was not held back", n, gerr)
+	}
+	switch {
+	case errors.Is(err, locker.ErrLocked):
+		t.Fatalf("TryAcquire = %v, while master 2 still holds its grant: want ErrUnavailable, not ErrLocked (which says nothing was left behind)", err)
+	case !errors.Is(err, locker.ErrUnavailable):
+		t.Fatalf("TryAcquire = %v, while master 2 still holds its grant: want ErrUnavailable", err)
+	}
+	t.Logf("TryAcquire, its grant still on master 2: %v", err)
+
+	// Let through, settle removes the grant well before its 30 s TTL.
+	dropUndo.Store(false)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n, err := direct(t, addrs[2]).Exists(ctx, lock).Result()
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("master 2 still holds the refused attempt's grant (%d, %v) 20 s after its undo could get through", n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// undoDropper drops, while drop is set, every request that runs
+// release.lua by its hash (sha): it seems sent, and no answer comes.
+type undoDropper struct {
+	net.Conn
+	drop *atomic.Bool
+	sha  []byte
+}
+
+func (c *undoDropper) Write(b []byte) (int, error) {
+	if c.drop.Load() && bytes.Contains(b, c.sha) {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
 }

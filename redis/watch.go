@@ -288,12 +288,16 @@ func (r *redlock) Watch(ctx context.Context, key string) (_ <-chan struct{}, err
 
 // Publish implements driver.Publisher: publish.lua on every master; it
 // succeeds when a majority published, and reports ErrLeaseLost when no
-// majority holds the lock for this owner any more.
+// majority holds the lock for this owner any more. A round that a majority
+// did not answer in time runs again, as a grant's does (retryFailed): the
+// lease is still valid, and the same value written twice is written once.
 func (r *redlock) Publish(ctx context.Context, dl driver.Lock, value string) (err error) {
 	defer r.refusedByQuorum(&err)
 	l, ok := dl.(*rlock)
 	if !ok || l.r != r {
 		return fmt.Errorf("redis: publish: %w", errForeignLock)
 	}
-	return l.onHolders(ctx, "published", r.timeout(l.ttl), publishScript, value)
+	return r.retryFailed(ctx, l.ttl, func() error {
+		return l.onHolders(ctx, "published", r.timeout(l.ttl), publishScript, value)
+	})
 }
