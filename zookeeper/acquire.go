@@ -86,8 +86,8 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 		name, dirStat, pending, err = b.create(ctx, dir, prefix, data.encode())
 	}
 	if err != nil {
-		b.cleanup(dir, prefix, "", pending)
-		return nil, b.waitEnded(ctx, err)
+		gone := b.cleanup(dir, prefix, "", pending)
+		return nil, b.gaveUp(ctx, err, gone)
 	}
 	var l *lock
 	if dirStat != nil && dirStat.NumChildren == 1 && session != 0 && b.conn.SessionID() == session {
@@ -116,8 +116,8 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 			l, err = b.contend(ctx, req, dir, name, data, wait)
 		}
 		if err != nil {
-			b.cleanup(dir, prefix, name, nil)
-			return nil, b.waitEnded(ctx, err)
+			gone := b.cleanup(dir, prefix, name, nil)
+			return nil, b.gaveUp(ctx, err, gone)
 		}
 	}
 	l.data = data
@@ -174,6 +174,28 @@ func (b *backend) waitEnded(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (the last attempt failed: %v)", cerr, err)
 	}
 	return err
+}
+
+// gaveUp is the error of an acquisition that ends without the lock, err (as
+// waitEnded makes it), once its clean-up has run: gone reports the own node
+// known gone (see cleanup). If it is not, the node may stay queued until the
+// delete, retried in the background, gets through or its session expires,
+// refusing or delaying others while the caller holds nothing: the outcome is
+// ambiguous, and the error matches locker.ErrUnavailable — never
+// locker.ErrLocked, which claims nothing was left behind. A backend closed
+// meanwhile still says so, and an identity the server refused stays
+// locker.ErrUnauthorized (see unauthorized), never ErrUnavailable.
+func (b *backend) gaveUp(ctx context.Context, err error, gone bool) error {
+	err = b.waitEnded(ctx, err)
+	if gone || errors.Is(err, errClosed) || errors.Is(err, zk.ErrNoAuth) || errors.Is(err, zk.ErrAuthFailed) {
+		return err
+	}
+	if errors.Is(err, locker.ErrLocked) {
+		return fmt.Errorf("%w: zookeeper: refused (the key is held), and the own node's delete did not complete within %v: it may stay queued until the delete, retried in the background, gets through or its session expires",
+			locker.ErrUnavailable, cleanupGrace)
+	}
+	return fmt.Errorf("%w: %w, and the own node's delete did not complete within %v: it may stay queued until the delete, retried in the background, gets through or its session expires",
+		locker.ErrUnavailable, err, cleanupGrace)
 }
 
 // createResult is the outcome of one create request.

@@ -18,29 +18,34 @@ const cleanupGrace = 2 * time.Second
 // cleanup removes, in the background, what a failed acquisition left in dir:
 // the node known (if not ""), and every node whose name starts with prefix
 // (if not "") once pending, a create still in flight, has an outcome. The
-// caller waits for it up to cleanupGrace.
-func (b *backend) cleanup(dir, prefix, known string, pending <-chan createResult) {
-	done := make(chan struct{})
+// caller waits for it up to cleanupGrace. It reports whether the own nodes
+// are known gone when it returns: deleted, found absent, or ended with their
+// session. If not, they may still be queued, refusing or delaying others
+// until the clean-up gets through or their session expires (see gaveUp).
+func (b *backend) cleanup(dir, prefix, known string, pending <-chan createResult) bool {
+	done := make(chan bool, 1)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		defer close(done)
-		b.removeOwn(dir, prefix, known, pending)
+		done <- b.removeOwn(dir, prefix, known, pending)
 	}()
 	t := time.NewTimer(cleanupGrace)
 	defer t.Stop()
 	select {
-	case <-done:
+	case gone := <-done:
+		return gone
 	case <-t.C:
 	case <-b.closing:
 	}
+	return false
 }
 
 // removeOwn deletes the own nodes, retrying on connection errors until they
 // are gone, their session has ended, the backend closes, or twice the session
 // timeout has passed (by then a session cut off from the ensemble has
-// expired, and its ephemeral nodes with it).
-func (b *backend) removeOwn(dir, prefix, known string, pending <-chan createResult) {
+// expired, and its ephemeral nodes with it). It reports whether they are
+// known gone: deleted, found absent, never created, or their session ended.
+func (b *backend) removeOwn(dir, prefix, known string, pending <-chan createResult) bool {
 	ctx, cancel := context.WithTimeout(b.ctx, max(2*b.SessionTimeout(), 5*time.Second))
 	defer cancel()
 	session := b.conn.SessionID()
@@ -57,7 +62,7 @@ func (b *backend) removeOwn(dir, prefix, known string, pending <-chan createResu
 				prefix = "" // refused by the server: nothing was created
 			}
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
 	backoff := 20 * time.Millisecond
@@ -66,16 +71,19 @@ func (b *backend) removeOwn(dir, prefix, known string, pending <-chan createResu
 		if err != nil && (ctx.Err() != nil || !retryable(err)) && b.ctx.Err() == nil {
 			b.log.Warn("zookeeper: clean-up of an own node gave up", "dir", dir, "node", known, "err", err)
 		}
-		if err == nil || ctx.Err() != nil || !retryable(err) {
-			return
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil || !retryable(err) {
+			return false
 		}
 		if known != "" && prefix == "" && b.conn.SessionID() != session {
-			return // the node was ephemeral in a session that has ended
+			return true // the node was ephemeral in a session that has ended
 		}
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return
+			return false
 		}
 		backoff = min(2*backoff, time.Second)
 	}

@@ -28,7 +28,9 @@
 // cut-off follower cannot extend a lease; a connection down for 0.22·S
 // reports every lease of the session lost (New: with WithEvents). A blocking
 // Acquire rides out a failed connection or an expired session (queueing
-// again if its node went with it) until its context ends.
+// again if its node went with it) until its context ends. A failed or
+// refused acquisition deletes its node; one whose delete does not complete
+// within 2 s (the node may stay queued a while) fails with ErrUnavailable.
 //
 // The token is the own node's czxid: it grows across holder crashes, session
 // expiry, reconnects, server restarts and replacements, and leader changes,

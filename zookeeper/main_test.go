@@ -115,6 +115,12 @@ func dialWith(servers []string, root string, ttl time.Duration, dialer zk.Dialer
 // the test ends. onEvent, if not nil, sees every event of the connection.
 func rawConn(t testing.TB, servers []string, onEvent func(zk.Event)) *zk.Conn {
 	t.Helper()
+	return rawConnSession(t, servers, testTTL, onEvent)
+}
+
+// rawConnSession is rawConn with a session timeout of its own.
+func rawConnSession(t testing.TB, servers []string, timeout time.Duration, onEvent func(zk.Event)) *zk.Conn {
+	t.Helper()
 	session := make(chan struct{})
 	var once sync.Once
 	cb := func(ev zk.Event) {
@@ -125,7 +131,7 @@ func rawConn(t testing.TB, servers []string, onEvent func(zk.Event)) *zk.Conn {
 			onEvent(ev)
 		}
 	}
-	c, _, err := zk.Connect(servers, testTTL, zk.WithLogInfo(false), zk.WithEventCallback(cb))
+	c, _, err := zk.Connect(servers, timeout, zk.WithLogInfo(false), zk.WithEventCallback(cb))
 	if err != nil {
 		t.Fatalf("zk.Connect: %v", err)
 	}

@@ -3,6 +3,7 @@ package zookeeper_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -65,20 +66,43 @@ func TestStaleFollower_ContendedGrantThroughCutOffFollower_NoTwoHolders(t *testi
 		err   error
 		at    time.Time
 	}
-	wDone := make(chan result, 1)
+	// queue starts an Acquire of l that must take the n-th place in the
+	// queue. One that ends before it queued is not what this test is
+	// about: unavailable (a loaded CI run's W never queued, and the test
+	// waited out its context without saying why), it is started again, as
+	// a caller would; any other end fails the test, with its error.
+	queue := func(who string, l locker.Locker, ctx context.Context, n int) (chan result, []string) {
+		t.Helper()
+		done := make(chan result, 1)
+		start := func() {
+			go func() {
+				lease, err := l.Acquire(ctx, "k")
+				done <- result{lease, err, time.Now()}
+			}()
+		}
+		start()
+		for {
+			kids, _, err := raw.Children(dir)
+			if err == nil && len(kids) == n {
+				return done, kids
+			}
+			select {
+			case r := <-done:
+				if !errors.Is(r.err, locker.ErrUnavailable) {
+					t.Fatalf("%s's Acquire ended before it queued: %v, %v", who, r.lease, r.err)
+				}
+				t.Logf("%s's Acquire ended before it queued: %v; again", who, r.err)
+				start()
+			case <-ctx.Done():
+				t.Fatalf("%s never queued: the queue is %v %v", who, kids, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	go func() {
-		l, err := w.Acquire(wctx, "k")
-		wDone <- result{l, err, time.Now()}
-	}()
-	waitQueue(2)
-	xDone := make(chan result, 1)
-	go func() {
-		l, err := x.Acquire(ctx, "k")
-		xDone <- result{l, err, time.Now()}
-	}()
-	kids := waitQueue(3)
+	wDone, _ := queue("W", w, wctx, 2)
+	xDone, kids := queue("X", x, ctx, 3)
 	holderNode := oldest(kids)
 	// W waits: F holds its watch on the holder's node (so W has read the
 	// queue and found itself behind the holder).
