@@ -81,3 +81,32 @@ func TestToy_ReplyLossNemesis_AmbiguousButNoViolations(t *testing.T) {
 		t.Errorf("the nemesis made %d faults and %d ambiguous operations; want some of each", faults, res.Counts.Ambiguous)
 	}
 }
+
+// TestRun_DurationCountsFromTheClientsStart: the run's Duration bounds what
+// its clients do, not how long their Lockers took to make. A loaded
+// fresh-clone run (2026-12-03) spent most of a ZooKeeper run's Duration
+// opening sessions: 6 operations, and the fault never injected.
+func TestRun_DurationCountsFromTheClientsStart(t *testing.T) {
+	const (
+		duration = time.Second
+		clients  = 3
+	)
+	store := memory.NewStore()
+	slow := func(ctx context.Context) (locker.Locker, error) {
+		time.Sleep(duration / 2) // all clients: longer than the run
+		return memory.New(store)
+	}
+	res, err := history.Run(t.Context(), slow, history.Options{Clients: clients, Keys: 1, Ops: 1000, Duration: duration, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := 0 // the liveness check's client, made after them, is not one
+	for _, op := range res.Ops {
+		if op.Client < clients {
+			ops++
+		}
+	}
+	if ops == 0 {
+		t.Fatalf("no client's operation recorded in a run of %v whose Lockers took %v to make", duration, clients*duration/2)
+	}
+}

@@ -58,9 +58,6 @@ func Run(ctx context.Context, newLocker NewLocker, opts Options) (*Result, error
 	}
 	r.lockOpts = append(r.lockOpts, o.LockerOptions...)
 	r.lockOpts = append(r.lockOpts, locker.WithTTL(o.TTL))
-	r.start = time.Now()
-	r.faults = &Faults{start: r.start}
-
 	lockers := make([]locker.Locker, 0, o.Clients)
 	defer func() {
 		for _, l := range lockers {
@@ -74,6 +71,12 @@ func Run(ctx context.Context, newLocker NewLocker, opts Options) (*Result, error
 		}
 		lockers = append(lockers, l)
 	}
+	// The run's clock starts once its clients can act: Duration bounds what
+	// they do, not how long their Lockers took to make (a loaded machine's
+	// ZooKeeper sessions took most of a run's Duration, and its fault was
+	// never injected).
+	r.start = time.Now()
+	r.faults = &Faults{start: r.start}
 
 	nctx, stopNemesis := context.WithCancel(ctx)
 	defer stopNemesis()
