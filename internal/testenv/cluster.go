@@ -239,8 +239,22 @@ func etcdCluster(t testing.TB, disks []*slowdisk.Disk) *Cluster {
 	}
 	token := "locker-" + launch.RandomID(4)
 	return quorum(t, "etcd", disks, func(img Images, i int, ports []int) launch.Spec {
-		return launch.Etcd(img.Etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
+		return etcdMember(img.Etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd%d:2380", i+1), token)
 	})
+}
+
+// etcdMember is launch.Etcd for a member of an etcd 3.6 cluster, which
+// snapshots every 1,000 entries and keeps 500 after a snapshot for a
+// follower behind (the defaults: 10,000 and 5,000). A member added under
+// a soak's writes got every entry since the last snapshot to apply, stayed
+// more than 5,000 behind for minutes while it retried its own publication
+// in a loop ("too many requests"), and never served; with a snapshot at
+// most 1,500 entries old it starts from the snapshot and is only as far
+// behind as the entries after it.
+func etcdMember(image string, entrypoint []string, port int, name, initial, peerURL, token string) launch.Spec {
+	sp := launch.Etcd(image, entrypoint, port, name, initial, peerURL, token)
+	sp.Cmd = append(sp.Cmd, "--snapshot-count", "1000", "--snapshot-catchup-entries", "500")
+	return sp
 }
 
 // ZooKeeperEnsemble returns a 3-server ZooKeeper 3.8 ensemble with the

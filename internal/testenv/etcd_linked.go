@@ -39,7 +39,11 @@ func EtcdClusterLinked(t testing.TB) *LinkedEtcdCluster {
 	if err != nil {
 		unavailable(t, "an etcd cluster needs Docker: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// As long as a cluster's start may take (newClusterThen): a quiet
+	// fresh-clone run of 2026-12-03 saw the Docker engine answer nothing
+	// for 53 s in the middle of the suite, and the three networks, sharing
+	// one minute then, were not made.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	nets := make([]*launch.Network, n)
 	gws := make([]string, n)
@@ -75,7 +79,7 @@ func EtcdClusterLinked(t testing.TB) *LinkedEtcdCluster {
 	token := "locker-" + launch.RandomID(4)
 	c := &LinkedEtcdCluster{links: make([][]*Proxy, n)}
 	c.Cluster = newClusterThen(t, "etcd", n, false, func(img Images, i int, ports []int) launch.Spec {
-		sp := launch.Etcd(img.Etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd-peer-%d:%d", i+1, peer[i]), token)
+		sp := etcdMember(img.Etcd, nil, ports[i], fmt.Sprintf("e%d", i+1), strings.Join(initial, ","), fmt.Sprintf("http://etcd-peer-%d:%d", i+1, peer[i]), token)
 		sp.Network, sp.Alias = nets[i], fmt.Sprintf("etcd%d", i+1)
 		for j := range n {
 			sp.ExtraHosts = append(sp.ExtraHosts, fmt.Sprintf("etcd-peer-%d:%s", j+1, gws[i]))

@@ -44,26 +44,60 @@ func (c *Cluster) ReplaceEtcdMember(t testing.TB, i int) {
 		t.Fatalf("testenv: %v", err)
 	}
 	old.remove()
-
-	name := "e" + launch.RandomID(3)
-	alias := "etcd-" + name
-	peer := "http://" + alias + ":2380"
-	initial, err := addEtcdMember(cli, name, peer)
-	if err != nil {
-		t.Fatalf("testenv: member add: %v", err)
-	}
-	port, err := launch.FreePort()
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
 	// The cluster token matters only to a new cluster's bootstrap; the
 	// old member's is kept all the same.
 	token := oc.Spec.Cmd[slices.Index(oc.Spec.Cmd, "--initial-cluster-token")+1]
-	sp := launch.Etcd(oc.Spec.Image, oc.Spec.Entrypoint, port, name, strings.Join(initial, ","), peer, token)
+	for attempt := 1; ; attempt++ {
+		name, err := c.addEtcdMember(ctx, cli, i, oc.Spec, token)
+		if err == nil {
+			t.Logf("testenv: etcd member %s replaced by %s (%s) in %v", old.Addr(), name, c.Nodes[i].Addr(), time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if attempt == etcdJoinAttempts {
+			t.Fatalf("testenv: %v", err)
+		}
+		t.Logf("testenv: %v; removed, adding another", err)
+	}
+}
+
+// etcdJoinAttempts is how many fresh members ReplaceEtcdMember adds before it
+// gives up. A new member that cannot catch up — under a soak's load one
+// stayed more than 5,000 entries behind for minutes, its publication
+// refused as "too many requests" — is removed again, or it would stay in
+// the membership, never started, and fail every later removal ("unhealthy
+// cluster").
+const etcdJoinAttempts = 2
+
+// addEtcdMember adds a fresh member (new name, new peer address, empty data
+// directory) in place of the removed member i, whose container's spec was old, and
+// starts it with --initial-cluster-state=existing as Nodes[i], waiting at
+// most 90 s until it answers. A member that does not answer is removed from
+// the membership and its container removed; the error says so.
+func (c *Cluster) addEtcdMember(ctx context.Context, cli *clientv3.Client, i int, old launch.Spec, token string) (string, error) {
+	name := "e" + launch.RandomID(3)
+	alias := "etcd-" + name
+	peer := "http://" + alias + ":2380"
+	initial, err := joinEtcdMember(cli, name, peer)
+	if err != nil {
+		return "", fmt.Errorf("member add: %w", err)
+	}
+	port, err := launch.FreePort()
+	if err != nil {
+		return "", err
+	}
+	sp := etcdMember(old.Image, old.Entrypoint, port, name, strings.Join(initial, ","), peer, token)
 	sp.Cmd = append(sp.Cmd, "--initial-cluster-state", "existing")
-	sp.Network, sp.Alias = oc.Spec.Network, alias
-	c.startMember(t, ctx, i, sp)
-	t.Logf("testenv: etcd member %s replaced by %s (%s) in %v", old.Addr(), name, c.Nodes[i].Addr(), time.Since(start).Round(time.Millisecond))
+	sp.Network, sp.Alias = old.Network, alias
+	sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	err = c.startMember(sctx, i, sp)
+	if err == nil {
+		return name, nil
+	}
+	if rerr := removeEtcdMemberWhere(ctx, cli, hasPeer(peer), "peer "+peer); rerr != nil {
+		return "", fmt.Errorf("etcd member %s did not start: %w; and removing it again: %w", name, err, rerr)
+	}
+	return "", fmt.Errorf("etcd member %s did not start: %w", name, err)
 }
 
 // member returns member i of a cluster of kind on a cluster network, and
@@ -84,23 +118,23 @@ func (c *Cluster) member(t testing.TB, i int, kind, what string) (*Server, *laun
 // startMember starts a cluster member of sp as Nodes[i], in place of one
 // whose container is gone, and waits until it answers. On a cluster on slow
 // disks, the new member gets the old one's disk, emptied (Disks[i]).
-func (c *Cluster) startMember(t testing.TB, ctx context.Context, i int, sp launch.Spec) {
-	t.Helper()
+func (c *Cluster) startMember(ctx context.Context, i int, sp launch.Spec) error {
 	d, err := docker()
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		return err
 	}
 	if c.Disks != nil {
 		if err := empty(c.Disks[i]); err != nil {
-			t.Fatalf("testenv: empty the disk of %s member %d: %v", c.kind, i+1, err)
+			return fmt.Errorf("empty the disk of %s member %d: %w", c.kind, i+1, err)
 		}
 		onDisk(&sp, c.Disks[i])
 	}
 	s, err := startServer(ctx, d, sp, false)
 	if err != nil {
-		t.Fatalf("testenv: new %s member: %v", c.kind, err)
+		return fmt.Errorf("new %s member: %w", c.kind, err)
 	}
 	c.Nodes[i] = s
+	return nil
 }
 
 // ReplaceZooKeeperMember replaces server i of a ZooKeeper ensemble by a
@@ -127,25 +161,35 @@ func (c *Cluster) ReplaceZooKeeperMember(t testing.TB, i int) {
 	sp.Network, sp.Alias = oc.Spec.Network, oc.Spec.Alias
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c.startMember(t, ctx, i, sp)
+	if err := c.startMember(ctx, i, sp); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
 	t.Logf("testenv: zookeeper server %d (%s) replaced by a fresh one at %s in %v", i+1, old.Addr(), c.Nodes[i].Addr(), time.Since(start).Round(time.Millisecond))
 }
 
 // removeEtcdMember removes, through cli, the member that serves clients at
 // addr.
 func removeEtcdMember(ctx context.Context, cli *clientv3.Client, addr string) error {
+	return removeEtcdMemberWhere(ctx, cli, func(m *etcdserverpb.Member) bool {
+		return slices.Contains(m.ClientURLs, "http://"+addr)
+	}, "clients at "+addr)
+}
+
+// removeEtcdMemberWhere removes, through cli, the member for which is
+// reports true; what describes it in the error when there is none.
+func removeEtcdMemberWhere(ctx context.Context, cli *clientv3.Client, is func(*etcdserverpb.Member) bool, what string) error {
 	list, err := cli.MemberList(ctx)
 	if err != nil {
 		return fmt.Errorf("member list: %w", err)
 	}
 	var id uint64
 	for _, m := range list.Members {
-		if slices.Contains(m.ClientURLs, "http://"+addr) {
+		if is(m) {
 			id = m.ID
 		}
 	}
 	if id == 0 {
-		return fmt.Errorf("no member serves clients at %s: %v", addr, list.Members)
+		return fmt.Errorf("no member of %s: %v", what, list.Members)
 	}
 	// etcd refuses (ErrUnhealthy) a removal that would leave fewer
 	// members than a quorum that have been connected for its health
@@ -164,9 +208,9 @@ func removeEtcdMember(ctx context.Context, cli *clientv3.Client, addr string) er
 	return nil
 }
 
-// addEtcdMember adds a member of peer address peer through cli and returns
+// joinEtcdMember adds a member of peer address peer through cli and returns
 // the --initial-cluster of the new member, which is to be named name.
-func addEtcdMember(cli *clientv3.Client, name, peer string) ([]string, error) {
+func joinEtcdMember(cli *clientv3.Client, name, peer string) ([]string, error) {
 	var initial []string
 	err := poll(time.Minute, func(ctx context.Context) error {
 		// An attempt that timed out may have added the member all the

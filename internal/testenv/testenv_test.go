@@ -218,9 +218,11 @@ func TestRedisCluster(t *testing.T) {
 			t.Fatalf("key%d = %v, %v", i, v, err)
 		}
 	}
-	// A stopped member leaves the others serving their slots.
+	// A stopped member leaves the others answering. The bound is for a new
+	// connection on a loaded machine: a loaded fresh-clone run (2026-12-03,
+	// the cluster 42 s to start) saw one second pass without an answer.
 	cl.Nodes[2].Pause(t)
-	if err := ping(t, redisClient(t, cl.Nodes[0].Addr()), time.Second); err != nil {
+	if err := ping(t, redisClient(t, cl.Nodes[0].Addr()), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	cl.Nodes[2].Unpause(t)
