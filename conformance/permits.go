@@ -341,7 +341,11 @@ func testPermitsNoHerd(t *testing.T, s *suite) {
 	const waiters = 8 * permitsN
 	const perHandoff = 4
 	k := key(t, "sem")
-	holder := s.locker(t)
+	// The holder's permits must outlive the whole test, however slowly a
+	// loaded machine hands them on: with the harness's short TTL, a CI run
+	// (2026-12-03) saw the holder's 5 s ZooKeeper session expire while the
+	// waiters queued, and its three permits go to three of them.
+	holder := s.longTTLLocker(t)
 	held := s.fillPermits(t, holder, k)
 	lockers := []locker.Locker{s.locker(t), s.locker(t), s.locker(t), s.locker(t)}
 	ctx := s.ctx(t, waiters*s.opTimeout())
