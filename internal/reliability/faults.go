@@ -260,8 +260,10 @@ func redlockFaults(d *Deployment) []Fault {
 }
 
 // clusterFaults partition and crash members of an etcd cluster or a
-// ZooKeeper ensemble (3 members), and cut a client off.
-func clusterFaults(d *Deployment) []Fault {
+// ZooKeeper ensemble (3 members), and cut a client off. pausedLeader, if
+// not empty, is why pausing the leader lies outside the deployment's
+// guarantee.
+func clusterFaults(d *Deployment, pausedLeader string) []Fault {
 	c := d.cluster
 	follower := func(h *Harm) *testenv.Server { return c.Nodes[h.follower()] }
 	// The heal is registered first: a Disconnect that reported an error
@@ -280,7 +282,7 @@ func clusterFaults(d *Deployment) []Fault {
 			disconnect(h, c.Leader(h.TB))
 			disconnect(h, f)
 		}},
-		{Name: "pause the leader", Inject: func(h *Harm) {
+		{Name: "pause the leader", Outside: pausedLeader, Inject: func(h *Harm) {
 			l := c.Leader(h.TB)
 			h.Undo(l.Unpause)
 			h.Do(l.Pause)
