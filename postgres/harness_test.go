@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/locker"
+	"github.com/distlock/locker/conformance"
 	"github.com/distlock/locker/postgres"
 )
 
@@ -88,7 +89,7 @@ func (h *harness) NewLocker(ctx context.Context, t *testing.T, opts ...locker.Op
 	// client's first Acquire spends several round trips, and a backend fork
 	// on the server, before it joins the lock queue, which on a loaded
 	// machine upsets the arrival order the FIFO test sets up.
-	if err := warmUp(ctx, l); err != nil {
+	if err := conformance.WarmUp(ctx, l); err != nil {
 		_ = l.Close()
 		return nil, err
 	}
@@ -214,14 +215,6 @@ func (c *crashConn) SetWriteDeadline(t time.Time) error {
 		return nil
 	}
 	return c.Conn.SetWriteDeadline(t)
-}
-
-func warmUp(ctx context.Context, l locker.Locker) error {
-	lease, err := l.TryAcquire(ctx, "harness/warm-up/"+randomKey("k"))
-	if err != nil {
-		return err
-	}
-	return lease.Release(ctx)
 }
 
 // stallDialer dials real TCP connections whose writes can be made to block,
