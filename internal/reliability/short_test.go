@@ -33,6 +33,7 @@ func TestPostgres(t *testing.T)                { checkAll(t, reliability.Postgre
 func TestPostgresFailover(t *testing.T)        { checkAll(t, reliability.PostgresFailover(t)) }
 
 func checkAll(t *testing.T, d *reliability.Deployment) {
+	d.WarmUp(t)
 	t.Run("no faults", func(t *testing.T) { check(t, d, nil, reliability.RunOptions{}) })
 	for _, f := range d.Faults {
 		t.Run(strings.ReplaceAll(f.Name, " ", "_"), func(t *testing.T) { check(t, d, &f, reliability.RunOptions{}) })

@@ -151,6 +151,7 @@ func soakBackend(t *testing.T, name string, soak time.Duration, faults, deployme
 				t.Logf("%s: no N-permit locks, left out of the permit soak", d.Name)
 				return
 			}
+			d.WarmUp(t)
 			var jobs []job
 			if faults.MatchString("none") {
 				jobs = append(jobs, job{d, nil})
