@@ -20,7 +20,11 @@ import (
 func TestInspect_NodeOfOlderVersion_ShowsBareLabel(t *testing.T) {
 	servers := []string{testenv.ZooKeeper(t).Addr()}
 	root := freshRoot(t)
-	l := dial(t, servers, root)
+	// A session long enough that no refresh is late: with testTTL's 2 s a
+	// loaded fresh-clone run (L12, 2026-12-04) lost the lease to a refresh
+	// that timed out, and its Release failed ErrLeaseLost; this test is
+	// about what Inspect shows, not about sessions.
+	l := dial(t, servers, root, zookeeper.WithSessionTimeout(15*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Make the root and the key's directory through the Locker.
