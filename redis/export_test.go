@@ -13,6 +13,9 @@ var CloseClients = closeClients
 // WithNodeTimeout does not set one.
 func DefaultNodeTimeout(ttl time.Duration) time.Duration { return (&redlock{}).timeout(ttl) }
 
+// PermitScript is the N-permit acquire script as the package runs it.
+var PermitScript = permitScript
+
 // ReleaseScript is release.lua as the package runs it: a test can tell its
 // requests on the wire by the script's hash.
 var ReleaseScript = releaseScript
