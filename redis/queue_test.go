@@ -75,12 +75,13 @@ func countRuns(ctx context.Context, t *testing.T, addr, sha string) func() int {
 
 // Waiters in separate Lockers (processes) on one key: each release wakes
 // the head of the queue only, not every Locker's waiter. Counted on the
-// server (its slow log, every command logged): the acquire script's runs during the handoffs — per
-// handoff the new holder's, and the next head's one look at the new holder
-// — where a herd would make about waiters²/2. The waiters' heartbeats (a
-// script of their own, every 200 ms) are not counted: they grow with the
-// handoffs' wall time, not with the herd, and a loaded fresh-clone run (L13,
-// 2026-12-04), counting every script then, failed with 96 for 16 handoffs.
+// server (its slow log, every command logged): the acquire script's runs
+// during the handoffs — per handoff the new holder's, and the next head's
+// one look at the new holder — where a herd would make about waiters²/2.
+// The waiters' heartbeats (a script of their own, every 200 ms) are not
+// counted: they grow with the handoffs' wall time, not with the herd, and a
+// loaded fresh-clone run (L13, 2026-12-04), counting every script then,
+// failed with 96 for 16 handoffs.
 func TestRedis_Handoff_WakesOneWaiterAcrossLockers(t *testing.T) {
 	const waiters = 16
 	srv := testenv.RedisMasters(t, 1).Nodes[0] // its own server: its stats count only this test
