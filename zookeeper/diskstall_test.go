@@ -15,8 +15,8 @@ import (
 // the disk holds up every request after it in the server's pipeline, pings
 // and syncs included. Whatever ZooKeeper makes of it — A's session may live
 // on or expire — B is granted the lock only after A's lease has ended, with
-// a larger token. (A's client may resume its session on a new connection:
-// the test runs without the race detector, see scripts/test.)
+// a larger token. (A's client may resume its session on a new connection,
+// where go-zookeeper races with itself: see scripts/test.)
 func TestDiskStall_HolderAndServerAgreeOnWhoHolds(t *testing.T) {
 	s, disk := testenv.ZooKeeperOnSlowDisk(t)
 	servers, root := []string{s.Addr()}, freshRoot(t)
