@@ -205,7 +205,7 @@ type waiter struct {
 	limit    int
 	first    bool   // an N-permit lock's first waiter
 	pred     string // the key watched, unless first
-	watchRev int64  // the revision to watch from
+	watchRev int64  // the revision after the last read: the watch must see every change from it on
 }
 
 // update takes in a read at revision at of the own key's predecessors
@@ -231,6 +231,8 @@ func (b *backend) wait(ctx context.Context, w *waiter) (time.Time, error) {
 	backoff := newBackoff()
 	sl := w.own.sl
 	watching := true
+	var watch waiterWatch
+	defer watch.stop()
 	// A plain lock needs its newest predecessor only; an N-permit lock the
 	// newest N+1, to tell a first waiter from a later one.
 	n := int64(1)
@@ -241,7 +243,7 @@ func (b *backend) wait(ctx context.Context, w *waiter) (time.Time, error) {
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(n)}
 	for {
 		if watching {
-			changed, err := b.watchChange(ctx, sl, w)
+			changed, err := watch.change(ctx, b.cli, sl, w)
 			if err != nil {
 				return time.Time{}, err
 			}
@@ -294,40 +296,6 @@ func (b *backend) wait(ctx context.Context, w *waiter) (time.Time, error) {
 		// waiter watches this key and may now be the first. Re-check once
 		// more, rewriting the key.
 		w.first, watching = true, false
-	}
-}
-
-// watchChange waits for a change of what w watches from w.watchRev on. It
-// reports true on an event, false when the watch ended without one (the
-// re-check then decides), and an error when ctx ended or the shared lease
-// died (the own key died with it).
-func (b *backend) watchChange(ctx context.Context, sl *sharedLease, w *waiter) (bool, error) {
-	// RequireLeader: a member cut off from the leader ends the watch instead
-	// of leaving this waiter deaf to the release.
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	target, opts := w.pred, []clientv3.OpOption{clientv3.WithRev(w.watchRev)}
-	switch {
-	case w.first:
-		target, opts = w.lp, append(opts, clientv3.WithPrefix(), clientv3.WithFilterPut())
-	case w.limit == 1:
-		opts = append(opts, clientv3.WithFilterPut())
-	}
-	ch := b.cli.Watch(wctx, target, opts...)
-	for {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-sl.done:
-			return false, sl.placeLost()
-		case wr, ok := <-ch:
-			if !ok || wr.Canceled || wr.Err() != nil {
-				return false, nil
-			}
-			if len(wr.Events) > 0 {
-				return true, nil
-			}
-		}
 	}
 }
 
