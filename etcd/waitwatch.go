@@ -21,33 +21,28 @@ import (
 // is applied. What happened between the read and the watch's start is left
 // to one more re-check, made only when the revision moved in between.
 type waiterWatch struct {
-	target string
-	first  bool
+	target string // a key (its predecessor) or a range (a first waiter's)
 	ch     clientv3.WatchChan
 	cancel context.CancelFunc
 }
 
 // change waits for a change of what w watches after its last read (at
-// w.watchRev-1). It reports true on an event, or when a new watch started
-// after a later revision (the re-check then covers the gap); false when the
-// watch ended without news (the re-check then decides); and an error when
-// ctx ended or the shared lease died (the own key died with it).
+// w.watchRev-1). It reports true on an event, or when a new watch was
+// created after a later revision (the re-check then covers the gap); false
+// when the watch ended without news (the re-check then decides); and an
+// error when ctx ended or the shared lease died (the own key died with it).
 func (ww *waiterWatch) change(ctx context.Context, cli *clientv3.Client, sl *sharedLease, w *waiter) (bool, error) {
+	// The target alone tells the watches apart: a first waiter watches the
+	// lock's range, any other waiter a key in it, and the filters follow.
 	target := w.pred
 	if w.first {
 		target = w.lp
 	}
-	if ww.ch != nil && (ww.target != target || ww.first != w.first) {
+	if ww.ch != nil && ww.target != target {
 		ww.stop()
 	}
 	if ww.ch == nil {
-		started, err := ww.open(ctx, cli, sl, target, w)
-		if err != nil || started == 0 {
-			return false, err
-		}
-		if started >= w.watchRev {
-			return true, nil
-		}
+		ww.open(ctx, cli, target, w)
 	}
 	for {
 		select {
@@ -56,21 +51,27 @@ func (ww *waiterWatch) change(ctx context.Context, cli *clientv3.Client, sl *sha
 		case <-sl.done:
 			return false, sl.placeLost()
 		case wr, ok := <-ww.ch:
-			if !ok || wr.Canceled || wr.Err() != nil {
+			switch {
+			case !ok || wr.Canceled || wr.Err() != nil:
 				ww.stop()
 				return false, nil
-			}
-			if len(wr.Events) > 0 {
+			case wr.Created:
+				// The server's revision when it made the watch, read after
+				// the watch was registered: the watch sees every change
+				// after it.
+				if wr.Header.Revision >= w.watchRev {
+					return true, nil
+				}
+			case len(wr.Events) > 0:
 				return true, nil
 			}
 		}
 	}
 }
 
-// open starts the watch on target and waits for the server to create it. It
-// returns the store's revision at the creation (the watch sees every change
-// after it), or 0 when the watch ended before it was created.
-func (ww *waiterWatch) open(ctx context.Context, cli *clientv3.Client, sl *sharedLease, target string, w *waiter) (int64, error) {
+// open starts the watch on target, from the current revision; its first
+// reply is the server's created notice.
+func (ww *waiterWatch) open(ctx context.Context, cli *clientv3.Client, target string, w *waiter) {
 	// RequireLeader: a member cut off from the leader ends the watch instead
 	// of leaving this waiter deaf to the release.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
@@ -81,21 +82,7 @@ func (ww *waiterWatch) open(ctx context.Context, cli *clientv3.Client, sl *share
 	case w.limit == 1:
 		opts = append(opts, clientv3.WithFilterPut())
 	}
-	*ww = waiterWatch{target: target, first: w.first, ch: cli.Watch(wctx, target, opts...), cancel: cancel}
-	select {
-	case <-ctx.Done():
-		ww.stop()
-		return 0, ctx.Err()
-	case <-sl.done:
-		ww.stop()
-		return 0, sl.placeLost()
-	case wr, ok := <-ww.ch:
-		if !ok || !wr.Created || wr.Canceled || wr.Err() != nil {
-			ww.stop()
-			return 0, nil
-		}
-		return wr.Header.Revision, nil
-	}
+	*ww = waiterWatch{target: target, ch: cli.Watch(wctx, target, opts...), cancel: cancel}
 }
 
 // stop ends the watch, if one is open.
