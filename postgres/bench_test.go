@@ -109,6 +109,12 @@ func (e *benchEnv) warm(b *testing.B, keys []string, n int) {
 
 type lockFunc func(ctx context.Context, key string) (unlock func() error, err error)
 
+// variant is one way of locking a key, named for the benchmark's report.
+type variant struct {
+	name string
+	f    lockFunc
+}
+
 func (e *benchEnv) locker() lockFunc { return lockerFunc(e.l) }
 
 func lockerFunc(l locker.Locker) lockFunc {
@@ -187,14 +193,70 @@ func (e *benchEnv) advisoryToken() lockFunc {
 	}
 }
 
-func (e *benchEnv) variants() []struct {
-	name string
-	f    lockFunc
-} {
-	return []struct {
-		name string
-		f    lockFunc
-	}{
+// advisoryWith is the advisory lock taken and released by the statements
+// lockSQL and unlockSQL (each given the key as $1): the steps between
+// advisory() and advisoryToken(), to tell what each part of the advisory
+// mode's statements costs the server.
+func (e *benchEnv) advisoryWith(lockSQL, unlockSQL string) lockFunc {
+	return func(ctx context.Context, key string) (func() error, error) {
+		c, err := e.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.Exec(ctx, lockSQL, key); err != nil {
+			c.Release()
+			return nil, err
+		}
+		return func() error {
+			defer c.Release()
+			_, err := c.Exec(ctx, unlockSQL, key)
+			return err
+		}, nil
+	}
+}
+
+// advisorySteps adds the advisory mode's parts to advisory() one at a time:
+// the token (nextval after the grant), then the idle timeout set by the
+// grant and reset by the release. advisory+token adds the server's
+// identity to the last.
+func (e *benchEnv) advisorySteps() []variant {
+	const (
+		try     = "SELECT CASE WHEN pg_try_advisory_lock(hashtextextended($1, 0)) THEN nextval('locker_locks_token') END"
+		unlock  = "SELECT pg_advisory_unlock(hashtextextended($1, 0))"
+		timeout = ", set_config('idle_session_timeout', '60000', false)"
+		reset   = ", set_config('idle_session_timeout', '0', false)"
+	)
+	return []variant{
+		{"advisory+nextval", e.advisoryWith(try, unlock)},
+		{"advisory+nextval+timeout", e.advisoryWith(try+timeout, unlock+reset)},
+	}
+}
+
+// modeSQL is the advisory mode's own statements with its arguments (the
+// key's number, the sequence's name, the idle timeouts as text), sent by
+// hand on a pooled connection: what the mode costs without its client code.
+func (e *benchEnv) modeSQL() lockFunc {
+	return func(ctx context.Context, key string) (func() error, error) {
+		c, err := e.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		k := postgres.AdvisoryKey("public", "locker_locks", key)
+		var n *int64
+		if err := c.QueryRow(ctx, postgres.TryOnSQL, k, `"public"."locker_locks_token"`, "60000", "0").Scan(&n, nil, nil, nil); err != nil || n == nil {
+			c.Release()
+			return nil, fmt.Errorf("mode-sql: %v (token %v)", err, n)
+		}
+		return func() error {
+			defer c.Release()
+			_, err := c.Exec(ctx, postgres.ReleaseSQL, k, "0")
+			return err
+		}, nil
+	}
+}
+
+func (e *benchEnv) variants() []variant {
+	return []variant{
 		{"locker", e.locker()},
 		{"raw", e.raw("COMMIT")},
 		{"raw-rb", e.raw("ROLLBACK")},
@@ -216,7 +278,7 @@ func BenchmarkUncontended(b *testing.B) {
 			}
 		}
 	})
-	for _, v := range e.variants() {
+	for _, v := range append(e.variants(), e.advisorySteps()...) {
 		b.Run(v.name, func(b *testing.B) {
 			for b.Loop() {
 				unlock, err := v.f(ctx, "k")
@@ -242,6 +304,43 @@ func BenchmarkUncontended(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkAdvisoryBreakdown tells where the advisory mode's server time
+// goes beside pg_advisory_lock: within every iteration each step acquires
+// and releases one key once, the steps taking turns at going first, and
+// the median pair of each is reported (µs), so that a drift of the machine
+// moves them all alike. The steps add one part at a time: the token, the
+// idle timeout, the server's identity (advisory+token), then the mode's
+// own statements and arguments (mode-sql). All run on one pool's
+// connections: the mode itself, on its own sessions, would pay for waking
+// an idle server process at every turn here, so it is compared with them
+// in BenchmarkUncontended, one variant at a time.
+func BenchmarkAdvisoryBreakdown(b *testing.B) {
+	e := newBenchEnv(b, 4)
+	e.warm(b, []string{"k"}, 1)
+	ctx := context.Background()
+	steps := append([]variant{{"advisory", e.advisory()}}, e.advisorySteps()...)
+	steps = append(steps, variant{"advisory+token", e.advisoryToken()}, variant{"mode-sql", e.modeSQL()})
+	took := make([][]time.Duration, len(steps))
+	for i := 0; b.Loop(); i++ {
+		for j := range steps {
+			k := (i + j) % len(steps)
+			t := time.Now()
+			unlock, err := steps[k].f(ctx, "k")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := unlock(); err != nil {
+				b.Fatal(err)
+			}
+			took[k] = append(took[k], time.Since(t))
+		}
+	}
+	for j, s := range steps {
+		slices.Sort(took[j])
+		b.ReportMetric(float64(took[j][len(took[j])/2].Nanoseconds())/1e3, s.name+"-p50-µs")
+	}
 }
 
 // BenchmarkContendedHandoff: 32 goroutines queue for one key. handoff-p50-µs

@@ -42,3 +42,9 @@ func SetSpareIdle(t interface{ Cleanup(func()) }, d time.Duration) {
 	spareIdle = d
 	t.Cleanup(func() { spareIdle = old })
 }
+
+// The advisory mode's statements, for BenchmarkAdvisoryBreakdown.
+const (
+	TryOnSQL   = tryOnSQL
+	ReleaseSQL = releaseSQL
+)
