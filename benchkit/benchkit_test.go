@@ -92,7 +92,7 @@ func TestUncontended_TimesEveryPair(t *testing.T) {
 
 func TestHandoff_CountsEveryHandoff_LeavesKeyFree(t *testing.T) {
 	s := memorySubject(t)
-	r, err := handoff(context.Background(), []Mutex{s.Mutex}, "hot", 16, 500, nil)
+	r, err := handoff(context.Background(), []Mutex{s.Mutex}, "hot", 16, 500, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +110,26 @@ func TestHandoff_CountsEveryHandoff_LeavesKeyFree(t *testing.T) {
 	_ = lease.Release(context.Background())
 }
 
+func TestHandoff_Settle_SkipsTheFirstGrants(t *testing.T) {
+	s := memorySubject(t)
+	const w, n = 16, 300
+	r, err := handoff(context.Background(), []Mutex{s.Mutex}, "hot", w, n, w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors != 0 || r.Ops != n {
+		t.Fatalf("ops %d, errors %d (%s); want %d, 0", r.Ops, r.Errors, r.FirstError, n)
+	}
+	// The first counted grant follows a release too: one of the settling
+	// grants'.
+	if len(r.samples) != n {
+		t.Errorf("%d handoff samples, want %d", len(r.samples), n)
+	}
+	if r.grants < w+n {
+		t.Errorf("%d grants, want at least %d settling and %d counted", r.grants, w, n)
+	}
+}
+
 func TestHandoff_BargingMutex_CountsOnlyHandoffs(t *testing.T) {
 	// sync.Mutex lets an unlocking goroutine take the lock straight back;
 	// such grants are not handoffs, so the mutex grants more often than
@@ -122,7 +142,7 @@ func TestHandoff_BargingMutex_CountsOnlyHandoffs(t *testing.T) {
 		return func(context.Context) error { mu.Unlock(); return nil }, nil
 	})
 	const w, n = 8, 2000
-	r, err := handoff(context.Background(), []Mutex{m}, "k", w, n, nil)
+	r, err := handoff(context.Background(), []Mutex{m}, "k", w, n, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +154,7 @@ func TestHandoff_BargingMutex_CountsOnlyHandoffs(t *testing.T) {
 		t.Errorf("%d grants for %d handoffs of %d waiters; want at least %d", g, n, w, n+w-1)
 	}
 	// With one waiter every grant is a handoff.
-	r, err = handoff(context.Background(), []Mutex{m}, "k", 1, 50, nil)
+	r, err = handoff(context.Background(), []Mutex{m}, "k", 1, 50, 0, nil)
 	if err != nil || r.Ops != 50 || len(r.samples) != 49 {
 		t.Fatalf("one waiter: ops %d, samples %d, err %v; want 50, 49", r.Ops, len(r.samples), err)
 	}

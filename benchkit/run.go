@@ -68,7 +68,7 @@ func (c *Config) workloads() []*workload {
 					if warm {
 						n, p = min(n, max(w, 10)), nil
 					}
-					return handoff(ctx, []Mutex{s.Mutex}, key, w, n, p)
+					return handoff(ctx, []Mutex{s.Mutex}, key, w, n, 0, p)
 				}})
 		}
 	}

@@ -34,7 +34,7 @@ type ScaleConfig struct {
 	Spread   int   // waiters curve: Lockers the waiters are spread over (besides one Locker)
 	Lockers  []int // lockers curve: numbers of Lockers
 	Probe    int   // held curve: acquire+release pairs timed at each N
-	Handoffs int   // waiters curve: handoffs timed per W
+	Handoffs int   // waiters curve: handoffs timed per W, after W untimed grants
 	Ops      int   // lockers curve: acquire+release pairs per Locker
 	// TTL is the TTL of the held leases; they refresh at a third of it.
 	TTL time.Duration
@@ -428,11 +428,13 @@ func waitersCurve(ctx context.Context, c *ScaleConfig, t *ScaleTarget, prefix st
 			p.label(fmt.Sprintf("scale %s: %s %d", t.Name, mode.curve, w))
 			key := fmt.Sprintf("%s%s/%d", prefix, mode.curve, w)
 			// Warm: every waiter's Locker has its connections.
-			if _, err := handoff(ctx, ms, key, len(ms), len(ms), nil); err != nil {
+			if _, err := handoff(ctx, ms, key, len(ms), len(ms), 0, nil); err != nil {
 				errs = append(errs, fmt.Errorf("%s %d (warm-up): %w", mode.curve, w, err))
 			}
 			s0, ok0 := t.sample(ctx)
-			r, err := handoff(ctx, ms, key, w, c.Handoffs, p)
+			// The first w grants absorb the w Acquires' arrival at once
+			// (see handoff): not what a handoff costs as W grows.
+			r, err := handoff(ctx, ms, key, w, c.Handoffs, w, p)
 			s1, ok1 := t.sample(ctx)
 			fill(pt, r, err)
 			if ok0 && ok1 && s0.CPU >= 0 && r != nil && r.grants > 0 {

@@ -22,7 +22,7 @@ func scaleFlags(fset *flag.FlagSet, sc *benchkit.ScaleConfig) (held, waiters, lo
 	fset.IntVar(&sc.Spread, "spread", sc.Spread, "scale: Lockers the waiters are spread over (besides all in one)")
 	fset.Var(lockers, "lockers", "scale: comma-separated numbers of Lockers doing acquire+release on keys of their own")
 	fset.IntVar(&sc.Probe, "probe", sc.Probe, "scale: acquire+release pairs timed beside each number of held leases")
-	fset.IntVar(&sc.Handoffs, "scale-handoffs", sc.Handoffs, "scale: handoffs timed per number of waiters")
+	fset.IntVar(&sc.Handoffs, "scale-handoffs", sc.Handoffs, "scale: handoffs timed per number of waiters W, after W untimed grants")
 	fset.IntVar(&sc.Ops, "scale-ops", sc.Ops, "scale: acquire+release pairs per Locker")
 	fset.DurationVar(&sc.Window, "refresh-window", sc.Window, "scale: how long refreshes are counted beside the held leases (default one TTL)")
 	return held, waiters, lockers
