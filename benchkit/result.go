@@ -35,6 +35,7 @@ type Result struct {
 	Oversold int  `json:"oversold,omitempty"` // sold beyond the stock
 	Refused  int  `json:"refused,omitempty"`  // accesses the fencing guard refused as stale
 	Paused   int  `json:"paused,omitempty"`   // holders that stalled past their TTL
+	Requeued int  `json:"requeued,omitempty"` // buyers whose lease was lost before they were done, who queued again
 
 	// Permits, above 0, marks a semaphore run: the key's limit of holders.
 	Permits   int `json:"permits,omitempty"`
@@ -86,6 +87,7 @@ func (m *Result) merge(r *Result) *Result {
 	m.Oversold += r.Oversold
 	m.Refused += r.Refused
 	m.Paused += r.Paused
+	m.Requeued += r.Requeued
 	m.Peak = max(m.Peak, r.Peak)
 	m.OverLimit += r.OverLimit
 	if m.Unsupported == "" {
