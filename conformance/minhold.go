@@ -42,10 +42,9 @@ func (s *suite) acquireAfter(t *testing.T, l locker.Locker, k string, since time
 // handed to a waiter.
 func testMinHoldEarlyRelease(t *testing.T, s *suite) {
 	a, b := s.locker(t), s.locker(t)
-	k := key(t, "k")
 	d := s.minHold()
-	asked := time.Now() // the grant is no earlier
-	s.release(t, s.tryAcquire(t, a, k, locker.WithTTL(s.ttl), locker.WithMinHold(d)))
+	lease, k, asked := s.tryAcquireNew(t, a, "k", locker.WithTTL(s.ttl), locker.WithMinHold(d))
+	s.release(t, lease)
 	if _, err := b.TryAcquire(s.ctx(t, s.opTimeout()), k); !errors.Is(err, locker.ErrLocked) {
 		t.Fatalf("TryAcquire just after a release inside the minimum hold = %v, want ErrLocked", err)
 	}
@@ -60,8 +59,7 @@ func testMinHoldEarlyRelease(t *testing.T, s *suite) {
 // at once.
 func testMinHoldLateRelease(t *testing.T, s *suite) {
 	a, b := s.locker(t), s.locker(t)
-	k := key(t, "k")
-	lease := s.tryAcquire(t, a, k, locker.WithTTL(s.ttl), locker.WithMinHold(s.ttl/2))
+	lease, k, _ := s.tryAcquireNew(t, a, "k", locker.WithTTL(s.ttl), locker.WithMinHold(s.ttl/2))
 	time.Sleep(s.ttl / 2)
 	s.release(t, lease)
 	s.release(t, s.tryAcquire(t, b, k))
@@ -72,10 +70,8 @@ func testMinHoldLateRelease(t *testing.T, s *suite) {
 // and slack after that.
 func testMinHoldCrash(t *testing.T, s *suite) {
 	a, b := s.locker(t), s.locker(t)
-	k := key(t, "k")
 	d := s.minHold()
-	asked := time.Now()
-	s.tryAcquire(t, a, k, locker.WithTTL(s.ttl), locker.WithMinHold(d))
+	_, k, asked := s.tryAcquireNew(t, a, "k", locker.WithTTL(s.ttl), locker.WithMinHold(d))
 	s.h.(Crasher).Crash(t, a)
 	took := s.acquireAfter(t, b, k, asked, d+s.ttl+s.slack+s.opTimeout(), locker.WithTTL(s.ttl))
 	if took < d {

@@ -283,10 +283,9 @@ func testPermitsFIFO(t *testing.T, s *suite) {
 // counts against the limit until the hold has passed — not earlier.
 func testPermitsMinHold(t *testing.T, s *suite) {
 	a, b := s.locker(t), s.locker(t)
-	k := key(t, "sem")
 	d := s.minHold()
-	asked := time.Now() // the grant is no earlier
-	s.release(t, s.tryAcquire(t, a, k, locker.WithLimit(2), locker.WithMinHold(d)))
+	lease, k, asked := s.tryAcquireNew(t, a, "sem", locker.WithLimit(2), locker.WithMinHold(d))
+	s.release(t, lease)
 	other := s.tryAcquire(t, b, k, locker.WithLimit(2))
 	if lease, err := b.TryAcquire(s.ctx(t, s.opTimeout()), k, locker.WithLimit(2)); !errors.Is(err, locker.ErrLocked) {
 		if lease != nil {
@@ -308,10 +307,8 @@ func testPermitsMinHold(t *testing.T, s *suite) {
 // than its TTL and slack after that, while the other permit stays held.
 func testPermitsMinHoldCrash(t *testing.T, s *suite) {
 	a, b, c := s.locker(t), s.locker(t), s.locker(t)
-	k := key(t, "sem")
 	d := s.minHold()
-	asked := time.Now()
-	s.tryAcquire(t, a, k, locker.WithLimit(2), locker.WithTTL(s.ttl), locker.WithMinHold(d))
+	_, k, asked := s.tryAcquireNew(t, a, "sem", locker.WithLimit(2), locker.WithTTL(s.ttl), locker.WithMinHold(d))
 	other := s.tryAcquire(t, b, k, locker.WithLimit(2))
 	s.h.(Crasher).Crash(t, a)
 	took := s.acquireAfter(t, c, k, asked, d+s.ttl+s.slack+s.opTimeout(), locker.WithLimit(2))

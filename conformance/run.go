@@ -181,8 +181,27 @@ func (s *suite) tryAcquire(t *testing.T, l locker.Locker, k string, opts ...lock
 	}
 }
 
-// lateGrantTries bounds tryAcquire's attempts.
+// lateGrantTries bounds the attempts of tryAcquire and tryAcquireNew.
 const lateGrantTries = 3
+
+// tryAcquireNew takes a new key (key(t, suffix)) and returns the lease, the
+// key and when the attempt that took it began (its grant is no earlier).
+// After a late grant (see tryAcquire) it tries a new key: a grant given
+// back inside its minimum hold keeps its key taken until the hold ends.
+func (s *suite) tryAcquireNew(t *testing.T, l locker.Locker, suffix string, opts ...locker.Option) (locker.Lease, string, time.Time) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		k, asked := key(t, suffix), time.Now()
+		lease, err := l.TryAcquire(s.ctx(t, s.opTimeout()), k, opts...)
+		if err == nil {
+			return lease, k, asked
+		}
+		if !errors.Is(err, locker.ErrLeaseLost) || attempt == lateGrantTries {
+			t.Fatalf("TryAcquire(%q): %v", k, err)
+		}
+		t.Logf("TryAcquire(%q), attempt %d: %v; trying a new key", k, attempt, err)
+	}
+}
 
 func (s *suite) acquire(t *testing.T, l locker.Locker, k string, opts ...locker.Option) locker.Lease {
 	t.Helper()
