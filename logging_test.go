@@ -61,7 +61,10 @@ func TestLogging_LossWithKeyTokenCause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := l.TryAcquire(ctx, "jobs/nightly", locker.WithTTL(50*time.Millisecond), locker.WithAutoRefresh(false))
+	// 500 ms, not less: a quiet fresh-clone run on a loaded machine
+	// (2026-12-04, load 80) took longer than a 50 ms TTL to grant it, and a
+	// grant later than its TTL is reported lost (ErrLeaseLost), not logged.
+	lease, err := l.TryAcquire(ctx, "jobs/nightly", locker.WithTTL(500*time.Millisecond), locker.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
 	}
