@@ -257,7 +257,7 @@ func (l *lease) Refresh(ctx context.Context) error {
 	}
 	ctx, span := l.c.tel.start(ctx, "locker.Refresh", l.key)
 	sent := time.Now()
-	err := l.dl.Refresh(ctx, l.ttl)
+	from, err := refreshDriverLock(ctx, l.dl, l.ttl, sent)
 	l.c.tel.refreshed(ctx, l.key, sent, err)
 	l.c.tel.end(span, err, l.token)
 	if err != nil {
@@ -270,11 +270,21 @@ func (l *lease) Refresh(ctx context.Context) error {
 	if l.state != held {
 		return l.err
 	}
-	if d := sent.Add(l.ttl - driver.DriftMargin(l.ttl)); d.After(l.deadline) {
+	if d := from.Add(l.ttl - driver.DriftMargin(l.ttl)); d.After(l.deadline) {
 		l.deadline = d
 		l.timer.Reset(time.Until(d))
 	}
 	return nil
+}
+
+// refreshDriverLock refreshes dl, called at sent, and returns the moment its new
+// validity of ttl counts from: sent, unless dl says otherwise
+// (driver.ValidFromRefresher).
+func refreshDriverLock(ctx context.Context, dl driver.Lock, ttl time.Duration, sent time.Time) (time.Time, error) {
+	if r, ok := dl.(driver.ValidFromRefresher); ok {
+		return r.RefreshValidFrom(ctx, ttl)
+	}
+	return sent, dl.Refresh(ctx, ttl)
 }
 
 func (l *lease) Release(ctx context.Context) error {

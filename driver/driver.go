@@ -142,7 +142,7 @@ type Lock interface {
 	Start() time.Time
 
 	// Refresh extends the lock to ttl from a moment no earlier than when
-	// Refresh was called. It returns locker.ErrLeaseLost when the lock is no
+	// Refresh was called (see ValidFromRefresher for a lock that cannot). It returns locker.ErrLeaseLost when the lock is no
 	// longer held by this owner, and never extends another owner's lock.
 	Refresh(ctx context.Context, ttl time.Duration) error
 
@@ -151,6 +151,18 @@ type Lock interface {
 	// locker.ErrLeaseLost and changes nothing. Release may be called after the
 	// lock was lost, to clean up early.
 	Release(ctx context.Context) error
+}
+
+// ValidFromRefresher is an optional interface of a Lock whose refresh
+// proves the lock valid from a moment before Refresh was called, not from
+// the call: ZooKeeper's leader counts a session's timeout from the last
+// touch a follower passed on to it, which may be older than the request
+// that proved the session alive. RefreshValidFrom refreshes as Refresh does
+// and returns that moment (zero when it extends nothing); the portable
+// layer counts the TTL from it instead of from the call, and never moves a
+// deadline back.
+type ValidFromRefresher interface {
+	RefreshValidFrom(ctx context.Context, ttl time.Duration) (time.Time, error)
 }
 
 // TTLRounder is an optional interface of a Backend whose engine cannot honour

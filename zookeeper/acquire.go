@@ -123,8 +123,16 @@ func (b *backend) acquire(ctx context.Context, req *driver.Request, wait bool) (
 	l.data = data
 	if l.start.IsZero() {
 		l.start = start
-		l.promise(start.Add(req.TTL))
 	}
+	// l.start is when the request that proved the grant was sent; the
+	// lease's validity starts at the touch the leader counts the session's
+	// timeout from, earlier (touch.go).
+	from, err := b.proveValidity(ctx, l.start, l.session)
+	if err != nil {
+		gone := b.cleanup(dir, prefix, name, nil)
+		return nil, b.gaveUp(ctx, err, gone)
+	}
+	l.start, l.validUntil = from, from.Add(req.TTL)
 	b.track(l)
 	l.watchLoss()
 	return l, nil
@@ -666,7 +674,11 @@ func (b *backend) quorumSync(after time.Time) error {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
+			session := b.conn.SessionID()
 			_, c.err = b.conn.Sync("/")
+			if c.err == nil && session != 0 && b.conn.SessionID() == session {
+				b.touches.record(touch{sent: c.sent, answered: time.Now(), session: session}, touchLag(b.SessionTimeout())/8)
+			}
 			b.syncMu.Lock()
 			if b.syncing == c {
 				b.syncing = nil

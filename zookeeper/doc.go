@@ -25,7 +25,11 @@
 // session timeout S, also the default: a shorter TTL is rounded up to S
 // (locker.GrantedTTL), a longer one is locker.ErrInvalidOption. A crashed
 // holder's lock lives S on the server. A refresh syncs with the leader, so a
-// cut-off follower cannot extend a lease; a connection down for 0.22·S
+// cut-off follower cannot extend a lease. The leader hears of a session on a
+// follower only in its ping replies, so a lease counts from a request
+// answered S/4 before its grant or refresh and ends S/4 to S/3 sooner than S
+// after them (a Locker syncs every S/16 when nothing else does; New's waits
+// S/4 before its first grant). A connection down for 0.22·S
 // reports every lease of the session lost (New: with WithEvents). A blocking
 // Acquire rides out a failed connection or an expired session (queueing
 // again if its node went with it) until its context ends. A failed or

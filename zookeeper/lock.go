@@ -91,8 +91,9 @@ func (l *lock) promisedUntil() time.Time {
 }
 
 var (
-	_ driver.Lock    = (*lock)(nil)
-	_ driver.Expirer = (*lock)(nil)
+	_ driver.Lock               = (*lock)(nil)
+	_ driver.Expirer            = (*lock)(nil)
+	_ driver.ValidFromRefresher = (*lock)(nil)
 )
 
 func (l *lock) Token() uint64    { return uint64(l.czxid) }
@@ -183,40 +184,50 @@ func (l *lock) rewatch() (<-chan zk.Event, bool) {
 	return nil, false
 }
 
-// Refresh proves that the session was alive at the quorum after Refresh
-// began (any request renews it for the session timeout, which is the TTL)
-// and that the own node is still this lease's. It syncs with the leader: a
-// follower cut off from its peers, which answers reads from its stale copy
-// while the leader expires the session, cannot answer a sync. Once the loss
-// watch is set, the sync alone also proves the node: go-zookeeper delivers
-// a watch event before any reply that follows it, and a server sends the
-// deletion of a node it applied before it answers a later sync, so a watch
-// still silent when the sync returns means the node was there as of the
-// sync. Before that (just after a grant), or when the watch has fired (a
-// Publish changes the node's data), the node is read after the sync.
-func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	err := unauthorized(l.refresh(ctx, ttl))
-	if err != nil {
+// RefreshValidFrom implements driver.ValidFromRefresher. It proves that the
+// session was alive at the quorum after it began and that the own node is
+// still this lease's, and returns the moment from which the leader counts
+// the session's timeout, the TTL: the touch of an earlier request that has
+// reached the leader (touch.go), or zero, which extends nothing, when none
+// has yet. It syncs with the leader: a follower cut off from its peers,
+// which answers reads from its stale copy while the leader expires the
+// session, cannot answer a sync. Once the loss watch is set, the sync alone
+// also proves the node: go-zookeeper delivers a watch event before any
+// reply that follows it, and a server sends the deletion of a node it
+// applied before it answers a later sync, so a watch still silent when the
+// sync returns means the node was there as of the sync. Before that (just
+// after a grant), or when the watch has fired (a Publish changes the node's
+// data), the node is read after the sync.
+func (l *lock) RefreshValidFrom(ctx context.Context, ttl time.Duration) (time.Time, error) {
+	from, err := l.refresh(ctx, ttl)
+	if err = unauthorized(err); err != nil {
 		// The holder is told its lease is lost; the node may still be
 		// there, in a live session: Release deletes it no earlier than the
 		// validity promised before this refresh.
 		l.failed.Store(true)
 	}
+	return from, err
+}
+
+// Refresh is RefreshValidFrom for callers of driver.Lock alone; the
+// portable layer calls RefreshValidFrom.
+func (l *lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	_, err := l.RefreshValidFrom(ctx, ttl)
 	return err
 }
 
-func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
+func (l *lock) refresh(ctx context.Context, ttl time.Duration) (time.Time, error) {
 	sent := time.Now()
 	if ch := l.currentWatch(); ch != nil {
 		err := l.b.do(ctx, func() error { return l.b.quorumSync(sent) })
 		session := l.b.conn.SessionID()
 		switch {
 		case errors.Is(err, zk.ErrSessionExpired):
-			return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
+			return time.Time{}, fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
 		case err != nil:
-			return err
+			return time.Time{}, err
 		case session != l.session:
-			return fmt.Errorf("%w: own node belongs to session %#x, the connection now has session %#x", locker.ErrLeaseLost, l.session, session)
+			return time.Time{}, fmt.Errorf("%w: own node belongs to session %#x, the connection now has session %#x", locker.ErrLeaseLost, l.session, session)
 		}
 		select {
 		case <-ch:
@@ -226,8 +237,7 @@ func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
 			// they had not taken the event, then reads the closed channel
 			// and checks the node itself.)
 		default:
-			l.promise(sent.Add(ttl))
-			return nil
+			return l.validFrom(sent, ttl), nil
 		}
 	}
 	var (
@@ -241,16 +251,28 @@ func (l *lock) refresh(ctx context.Context, ttl time.Duration) error {
 	})
 	switch {
 	case errors.Is(err, zk.ErrSessionExpired):
-		return fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
+		return time.Time{}, fmt.Errorf("%w: %w", locker.ErrLeaseLost, err)
 	case err != nil:
-		return err
+		return time.Time{}, err
 	case !exists || st.Czxid != l.czxid:
-		return fmt.Errorf("%w: own node %s is gone", locker.ErrLeaseLost, l.path)
+		return time.Time{}, fmt.Errorf("%w: own node %s is gone", locker.ErrLeaseLost, l.path)
 	case st.EphemeralOwner != session:
-		return fmt.Errorf("%w: own node belongs to session %#x, the connection now has session %#x", locker.ErrLeaseLost, st.EphemeralOwner, session)
+		return time.Time{}, fmt.Errorf("%w: own node belongs to session %#x, the connection now has session %#x", locker.ErrLeaseLost, st.EphemeralOwner, session)
 	}
-	l.promise(sent.Add(ttl))
-	return nil
+	return l.validFrom(sent, ttl), nil
+}
+
+// validFrom returns the moment from which the leader counts the session's
+// timeout as of a sync sent at sent and answered, and promises the lock
+// valid until ttl after it (zero, promising nothing, when nothing proves
+// one yet).
+func (l *lock) validFrom(sent time.Time, ttl time.Duration) time.Time {
+	from, ok := l.b.validFrom(sent, l.session)
+	if !ok {
+		return time.Time{}
+	}
+	l.promise(from.Add(ttl))
+	return from
 }
 
 // Release deletes the own node. Its name carries the owner id, so no other

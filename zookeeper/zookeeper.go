@@ -64,6 +64,8 @@ func newOver(conn *zk.Conn, owned bool, opts []locker.Option) (locker.Locker, er
 	b := newBackend(cfg, owned)
 	b.conn = conn
 	b.sessionTimeout.Store(int64(cfg.sessionTimeout))
+	b.wg.Add(1)
+	go b.keepTouches()
 	if cfg.events != nil {
 		b.stateEvents = true
 		b.wg.Add(1)
@@ -104,6 +106,10 @@ func dial(ctx context.Context, servers []string, cfg *config) (*backend, error) 
 	defer cancel()
 	sl := &sessionLog{log: cfg.log, ready: make(chan struct{}), secret: cfg.password}
 	b := newBackend(cfg, true)
+	// Before zk.Connect: every session of the connection is made later. (A
+	// connection given to New may have sent its request for a session
+	// already.)
+	b.sessionsFrom = time.Now()
 	b.stateEvents = true
 	sl.timeout = &b.sessionTimeout
 	// The last failed dial (a refused connection, a TLS handshake) says
@@ -149,6 +155,8 @@ func dial(ctx context.Context, servers []string, cfg *config) (*backend, error) 
 			return nil, err
 		}
 	}
+	b.wg.Add(1)
+	go b.keepTouches()
 	return b, nil
 }
 
@@ -200,6 +208,11 @@ type backend struct {
 	// syncing is the newest sync in flight (quorumSync).
 	syncMu  sync.Mutex
 	syncing *syncCall
+	// touches are the answered syncs a lease's validity may start from,
+	// and sessionsFrom, when not zero, a moment before every session of
+	// the connection was made (touch.go).
+	touches      touches
+	sessionsFrom time.Time
 	// plainCreate: the server refused the multi's write of a lock
 	// directory's data (an ACL without write): nodes are created alone.
 	plainCreate atomic.Bool
