@@ -169,20 +169,9 @@ func key(t *testing.T, suffix string) string {
 // a whole short TTL (a 3-member etcd cluster, load 60–85, 2026-12-04).
 func (s *suite) tryAcquire(t *testing.T, l locker.Locker, k string, opts ...locker.Option) locker.Lease {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		lease, err := l.TryAcquire(s.ctx(t, s.opTimeout()), k, opts...)
-		if err == nil {
-			return lease
-		}
-		if !errors.Is(err, locker.ErrLeaseLost) || attempt == lateGrantTries {
-			t.Fatalf("TryAcquire(%q): %v", k, err)
-		}
-		t.Logf("TryAcquire(%q), attempt %d: %v; trying again", k, attempt, err)
-	}
+	lease, _, _ := s.tryLate(t, l, func() string { return k }, opts)
+	return lease
 }
-
-// lateGrantTries bounds the attempts of tryAcquire and tryAcquireNew.
-const lateGrantTries = 3
 
 // tryAcquireNew takes a new key (key(t, suffix)) and returns the lease, the
 // key and when the attempt that took it began (its grant is no earlier).
@@ -190,8 +179,19 @@ const lateGrantTries = 3
 // back inside its minimum hold keeps its key taken until the hold ends.
 func (s *suite) tryAcquireNew(t *testing.T, l locker.Locker, suffix string, opts ...locker.Option) (locker.Lease, string, time.Time) {
 	t.Helper()
+	return s.tryLate(t, l, func() string { return key(t, suffix) }, opts)
+}
+
+// lateGrantTries bounds the attempts of tryLate.
+const lateGrantTries = 3
+
+// tryLate is tryAcquire and tryAcquireNew: each attempt takes the key next
+// returns, and a late grant (ErrLeaseLost) is tried again, up to
+// lateGrantTries attempts in all.
+func (s *suite) tryLate(t *testing.T, l locker.Locker, next func() string, opts []locker.Option) (locker.Lease, string, time.Time) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		k, asked := key(t, suffix), time.Now()
+		k, asked := next(), time.Now()
 		lease, err := l.TryAcquire(s.ctx(t, s.opTimeout()), k, opts...)
 		if err == nil {
 			return lease, k, asked
@@ -199,7 +199,7 @@ func (s *suite) tryAcquireNew(t *testing.T, l locker.Locker, suffix string, opts
 		if !errors.Is(err, locker.ErrLeaseLost) || attempt == lateGrantTries {
 			t.Fatalf("TryAcquire(%q): %v", k, err)
 		}
-		t.Logf("TryAcquire(%q), attempt %d: %v; trying a new key", k, attempt, err)
+		t.Logf("TryAcquire(%q), attempt %d: %v; trying again", k, attempt, err)
 	}
 }
 
