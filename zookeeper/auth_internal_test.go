@@ -15,11 +15,19 @@ import (
 // know (digest credentials are never refused: see the design), and both
 // NOAUTH and AUTHFAILED become ErrUnauthorized keeping the message.
 func TestUnauthorized_AuthFailedAndNoAuth(t *testing.T) {
-	conn, _, err := zk.Connect([]string{testenv.ZooKeeper(t).Addr()}, 2*time.Second, zk.WithLogInfo(false), zk.WithLogger(discard{}))
+	// A session first, of 15 s: with 2 s and no wait, a quiet fresh-clone
+	// run on a loaded machine (2026-12-04) got zk.ErrNoServer from AddAuth,
+	// go-zookeeper's connection attempt having timed out.
+	conn, events, err := zk.Connect([]string{testenv.ZooKeeper(t).Addr()}, 15*time.Second, zk.WithLogInfo(false), zk.WithLogger(discard{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	for ev := range events {
+		if ev.State == zk.StateHasSession {
+			break
+		}
+	}
 	refused := conn.AddAuth("no-such-scheme", []byte("x"))
 	if !errors.Is(refused, zk.ErrAuthFailed) {
 		t.Fatalf("AddAuth of an unknown scheme = %v, want zk.ErrAuthFailed", refused)
