@@ -233,7 +233,17 @@ func TestGuard_StaleTokenRefused_WriteAppliedAtomically(t *testing.T) {
 func TestNoHerd_FiftyWaiters_ReleaseWakesExactlyOne(t *testing.T) {
 	addr := []string{testenv.ZooKeeper(t).Addr()}
 	root := freshRoot(t)
-	holderL := dial(t, addr, root, locker.WithTTL(testTTL))
+	// The sessions outlast a loaded machine's stalls: a loaded fresh-clone
+	// run of 2026-12-03 (load 37) saw a waiter's 2 s session expire before
+	// the queue formed, and two of 2026-12-04 saw the holder's 2 s lease
+	// lost (a refresh has S/3 of room) before the fiftieth waiter queued;
+	// the test is of the wake-ups a release sends, not of sessions.
+	const waiterSession = 15 * time.Second
+	holderL, err := locker.Open(ctxT(t, 30*time.Second), "zookeeper://"+addr[0]+root+"?session_timeout="+waiterSession.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holderL.Close() })
 	holder, err := holderL.Acquire(ctxT(t, 10*time.Second), "k")
 	if err != nil {
 		t.Fatal(err)
@@ -244,11 +254,6 @@ func TestNoHerd_FiftyWaiters_ReleaseWakesExactlyOne(t *testing.T) {
 	defer cancel()
 	got := make(chan locker.Lease, n)
 	var wg sync.WaitGroup
-	// The waiters' sessions outlast a loaded machine's stalls: a loaded
-	// fresh-clone run of 2026-12-03 (load 37) saw a waiter's 2 s session
-	// expire before the queue formed, and the test is of the wake-ups a
-	// release sends, not of sessions.
-	const waiterSession = 15 * time.Second
 	for range n {
 		conn := rawConnSession(t, addr, waiterSession, func(ev zk.Event) {
 			if ev.Type != zk.EventSession && ev.Type != zk.EventNotWatching {
