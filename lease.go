@@ -277,8 +277,8 @@ func (l *lease) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// refreshDriverLock refreshes dl, called at sent, and returns the moment its new
-// validity of ttl counts from: sent, unless dl says otherwise
+// refreshDriverLock refreshes dl, called at sent, and returns the moment
+// its new validity of ttl counts from: sent, unless dl says otherwise
 // (driver.ValidFromRefresher).
 func refreshDriverLock(ctx context.Context, dl driver.Lock, ttl time.Duration, sent time.Time) (time.Time, error) {
 	if r, ok := dl.(driver.ValidFromRefresher); ok {

@@ -142,8 +142,9 @@ type Lock interface {
 	Start() time.Time
 
 	// Refresh extends the lock to ttl from a moment no earlier than when
-	// Refresh was called (see ValidFromRefresher for a lock that cannot). It returns locker.ErrLeaseLost when the lock is no
-	// longer held by this owner, and never extends another owner's lock.
+	// Refresh was called (see ValidFromRefresher for a lock that cannot).
+	// It returns locker.ErrLeaseLost when the lock is no longer held by this
+	// owner, and never extends another owner's lock.
 	Refresh(ctx context.Context, ttl time.Duration) error
 
 	// Release gives the lock up if, and only if, it is still held by this

@@ -111,39 +111,36 @@ func (b *backend) validFrom(sent time.Time, session int64) (time.Time, bool) {
 // older moment would leave the holder little of its TTL, or none (a late
 // grant, given back).
 func (b *backend) proveValidity(ctx context.Context, sent time.Time, session int64) (time.Time, error) {
-	if from, ok := b.validFrom(sent, session); ok && time.Since(from) < b.SessionTimeout()/2 {
-		return from, nil
-	}
 	for {
-		t, ok := b.touches.latest(session)
-		if !ok {
-			now := time.Now()
-			if err := b.do(ctx, func() error { return b.quorumSync(now) }); err != nil {
-				return time.Time{}, err
+		if from, ok := b.validFrom(sent, session); ok && time.Since(from) < b.SessionTimeout()/2 {
+			return from, nil
+		}
+		if t, ok := b.touches.latest(session); ok {
+			wait := time.NewTimer(time.Until(t.answered.Add(touchLag(b.SessionTimeout()))))
+			select {
+			case <-wait.C:
+			case <-ctx.Done():
+				wait.Stop()
+				return time.Time{}, ctx.Err()
+			case <-b.closing:
+				wait.Stop()
+				return time.Time{}, errClosed
 			}
-			continue
 		}
-		wait := time.NewTimer(time.Until(t.answered.Add(touchLag(b.SessionTimeout()))))
-		select {
-		case <-wait.C:
-		case <-ctx.Done():
-			wait.Stop()
-			return time.Time{}, ctx.Err()
-		case <-b.closing:
-			wait.Stop()
-			return time.Time{}, errClosed
-		}
-		now := time.Now()
-		if err := b.do(ctx, func() error { return b.quorumSync(now) }); err != nil {
+		var err error
+		if sent, err = b.syncNow(ctx); err != nil {
 			return time.Time{}, err
 		}
 		if now := b.conn.SessionID(); now != session {
 			return time.Time{}, fmt.Errorf("%w: session %#x ended (the connection has %#x) while its validity was proved", errVanished, session, now)
 		}
-		if from, ok := b.validFrom(now, session); ok && time.Since(from) < b.SessionTimeout()/2 {
-			return from, nil
-		}
 	}
+}
+
+// syncNow syncs with the leader (quorumSync) and returns when it asked.
+func (b *backend) syncNow(ctx context.Context) (time.Time, error) {
+	now := time.Now()
+	return now, b.do(ctx, func() error { return b.quorumSync(now) })
 }
 
 // keepTouches syncs whenever the connection has gone touchLag/4 without
@@ -170,7 +167,6 @@ func (b *backend) keepTouches() {
 		if t, ok := b.touches.latest(session); ok && time.Since(t.sent) < every {
 			continue
 		}
-		now := time.Now()
-		_ = b.do(b.ctx, func() error { return b.quorumSync(now) })
+		_, _ = b.syncNow(b.ctx)
 	}
 }

@@ -64,8 +64,6 @@ func newOver(conn *zk.Conn, owned bool, opts []locker.Option) (locker.Locker, er
 	b := newBackend(cfg, owned)
 	b.conn = conn
 	b.sessionTimeout.Store(int64(cfg.sessionTimeout))
-	b.wg.Add(1)
-	go b.keepTouches()
 	if cfg.events != nil {
 		b.stateEvents = true
 		b.wg.Add(1)
@@ -74,12 +72,15 @@ func newOver(conn *zk.Conn, owned bool, opts []locker.Option) (locker.Locker, er
 	return b.locker(bc.Options)
 }
 
-// locker returns the Locker over b, or closes b (which stops its event
+// locker starts b's syncs for its leases' validity (keepTouches) and
+// returns the Locker over b, or closes b (which stops them and its event
 // reader, and closes its connection if it owns it) when locker.New refuses
 // the options. The session timeout, every lease's TTL, goes before opts as
 // the Locker's default TTL: locker.DefaultTTL may be longer, which is
 // refused.
 func (b *backend) locker(opts []locker.Option) (locker.Locker, error) {
+	b.wg.Add(1)
+	go b.keepTouches()
 	l, err := locker.New(b, append([]locker.Option{locker.WithTTL(b.SessionTimeout())}, opts...)...)
 	if err != nil {
 		_ = b.Close()
@@ -155,8 +156,6 @@ func dial(ctx context.Context, servers []string, cfg *config) (*backend, error) 
 			return nil, err
 		}
 	}
-	b.wg.Add(1)
-	go b.keepTouches()
 	return b, nil
 }
 
