@@ -55,7 +55,7 @@ func TestStaleFollower_ContendedGrantThroughCutOffFollower_NoTwoHolders(t *testi
 				return kids
 			}
 			if ctx.Err() != nil {
-				t.Fatalf("queue of %d nodes never formed: %v %v", n, kids, err)
+				t.Fatalf("queue of %d nodes never formed: %v %v (the holder's lease: %v)", n, kids, err, h.Err())
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
