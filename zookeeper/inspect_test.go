@@ -24,7 +24,7 @@ func TestInspect_NodeOfOlderVersion_ShowsBareLabel(t *testing.T) {
 	// loaded fresh-clone run (L12, 2026-12-04) lost the lease to a refresh
 	// that timed out, and its Release failed ErrLeaseLost; this test is
 	// about what Inspect shows, not about sessions.
-	l := dial(t, servers, root, zookeeper.WithSessionTimeout(15*time.Second))
+	l := dial(t, servers, root, zookeeper.WithSessionTimeout(steadySession))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Make the root and the key's directory through the Locker.
@@ -94,7 +94,7 @@ func TestInspect_TTLIsHolderSessionTimeout(t *testing.T) {
 // 2 s TTL ("granted after its own deadline").
 func TestList_MoreThanOnePage_EachHeldLockOnce(t *testing.T) {
 	servers := []string{testenv.ZooKeeper(t).Addr()}
-	l := dial(t, servers, freshRoot(t), zookeeper.WithSessionTimeout(15*time.Second))
+	l := dial(t, servers, freshRoot(t), zookeeper.WithSessionTimeout(steadySession))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n = 230 // the portable layer asks for pages of 100

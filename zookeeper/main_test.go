@@ -24,6 +24,11 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // but far above loopback round trips and JVM pauses.
 const testTTL = 2 * time.Second
 
+// steadySession is the session timeout of a Locker whose session the test
+// is not about: long enough that a loaded machine's late replies never end
+// it.
+const steadySession = 15 * time.Second
+
 // freshRoot returns a root path no other test uses: the ZooKeeper server is
 // shared by the whole test binary.
 func freshRoot(t testing.TB) string {

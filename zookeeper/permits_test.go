@@ -21,7 +21,7 @@ func TestPermits_OutOfOrderRelease_WakesWaitersInOrder(t *testing.T) {
 	root := freshRoot(t)
 	// Sessions long enough that no refresh is late on a loaded machine:
 	// this test is about the order of wake-ups, not about sessions.
-	a := dial(t, servers, root, zookeeper.WithSessionTimeout(15*time.Second))
+	a := dial(t, servers, root, zookeeper.WithSessionTimeout(steadySession))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var held []locker.Lease
@@ -55,7 +55,7 @@ func TestPermits_OutOfOrderRelease_WakesWaitersInOrder(t *testing.T) {
 	granted := make([]chan locker.Lease, 2)
 	for i := range granted {
 		granted[i] = make(chan locker.Lease, 1)
-		w := dial(t, servers, root, zookeeper.WithSessionTimeout(15*time.Second))
+		w := dial(t, servers, root, zookeeper.WithSessionTimeout(steadySession))
 		go func() {
 			lease, err := w.Acquire(ctx, "sem", locker.WithLimit(n))
 			if err != nil {

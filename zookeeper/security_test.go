@@ -286,7 +286,7 @@ func TestDigest_Reconnect_StillAuthenticated(t *testing.T) {
 	servers := []string{testenv.ZooKeeper(t).Addr()}
 	root := topRoot(t)
 	d := &dropDialer{}
-	l := openURL(t, authURL(servers, "alice", "pw", root, ""), zookeeper.WithDialer(d.dial), zookeeper.WithSessionTimeout(15*time.Second))
+	l := openURL(t, authURL(servers, "alice", "pw", root, ""), zookeeper.WithDialer(d.dial), zookeeper.WithSessionTimeout(steadySession))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// No lease, so no watch, is held across the reconnection: go-zookeeper
