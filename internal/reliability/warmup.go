@@ -38,6 +38,9 @@ func (d *Deployment) WarmUp(t testing.TB) {
 		if ctx.Err() != nil {
 			t.Fatalf("%s: not ready within %v of its start: %v", d.Name, warmUpBound, err)
 		}
-		time.Sleep(time.Second)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
 	}
 }
