@@ -238,12 +238,7 @@ func TestNoHerd_FiftyWaiters_ReleaseWakesExactlyOne(t *testing.T) {
 	// the queue formed, and two of 2026-12-04 saw the holder's 2 s lease
 	// lost (a refresh has S/3 of room) before the fiftieth waiter queued;
 	// the test is of the wake-ups a release sends, not of sessions.
-	const waiterSession = 15 * time.Second
-	holderL, err := locker.Open(ctxT(t, 30*time.Second), "zookeeper://"+addr[0]+root+"?session_timeout="+waiterSession.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holderL.Close() })
+	holderL := dial(t, addr, root, zookeeper.WithSessionTimeout(steadySession))
 	holder, err := holderL.Acquire(ctxT(t, 10*time.Second), "k")
 	if err != nil {
 		t.Fatal(err)
@@ -255,12 +250,12 @@ func TestNoHerd_FiftyWaiters_ReleaseWakesExactlyOne(t *testing.T) {
 	got := make(chan locker.Lease, n)
 	var wg sync.WaitGroup
 	for range n {
-		conn := rawConnSession(t, addr, waiterSession, func(ev zk.Event) {
+		conn := rawConnSession(t, addr, steadySession, func(ev zk.Event) {
 			if ev.Type != zk.EventSession && ev.Type != zk.EventNotWatching {
 				watchEvents.Add(1)
 			}
 		})
-		l, err := zookeeper.New(conn, zookeeper.WithRoot(root), zookeeper.WithSessionTimeout(waiterSession))
+		l, err := zookeeper.New(conn, zookeeper.WithRoot(root), zookeeper.WithSessionTimeout(steadySession))
 		if err != nil {
 			t.Fatal(err)
 		}
