@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,4 +239,91 @@ func BenchmarkManyKeys(b *testing.B) {
 			parallel(n, workers, func(w int) { mutexOp(b, ctx, sessions[w], e.h.prefix+"mutex-"+key()) })
 		}},
 	)
+}
+
+// BenchmarkQueueRange measures what the keys queued on a lock cost the two
+// txns of a handoff that read the lock's range sorted by create revision:
+// the waiter's re-check after a wake-up (etcd/acquire.go, wait) and the
+// create of a queued key (queue). etcd answers a sorted or
+// create-revision-filtered range read by reading every key of the range
+// from its backend and sorting them, whatever the limit, so both grow with
+// the range. A Locker queues at most 8 keys per lock; L Lockers up to 8L.
+// Every iteration runs, in turn, the re-check, the same txn reading only
+// the own key (its floor), the create (a guarded put with the sorted read,
+// then a delete) and the same put and delete without the read (its floor),
+// with keys queued on the range; the metrics are each one's median and the
+// median per-iteration difference to its floor.
+func BenchmarkQueueRange(b *testing.B) {
+	e := newBenchEnv(b)
+	ctx := context.Background()
+	lease := e.grant(b)
+	value := strings.Repeat("v", 64) // about a record: owner id and label
+	for _, queued := range []int{8, 64, 256} {
+		b.Run(fmt.Sprintf("queued=%d", queued), func(b *testing.B) {
+			lp := fmt.Sprintf("%squeue-range/%d/", e.h.prefix, queued)
+			if _, err := e.cli.Delete(ctx, lp, clientv3.WithPrefix()); err != nil { // from an earlier -count
+				b.Fatal(err)
+			}
+			var own string
+			var ownRev int64
+			for i := range queued {
+				own = fmt.Sprintf("%s%x", lp, 1<<40+i)
+				resp, err := e.cli.Put(ctx, own, value, clientv3.WithLease(lease))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ownRev = resp.Header.Revision
+			}
+			newKey := lp + "new"
+			steps := []struct {
+				name string
+				ops  []clientv3.Op
+				cmp  clientv3.Cmp
+				del  bool
+			}{
+				{"recheck-floor", []clientv3.Op{clientv3.OpGet(own, clientv3.WithKeysOnly())},
+					clientv3.Compare(clientv3.CreateRevision(own), "=", ownRev), false},
+				{"recheck", []clientv3.Op{clientv3.OpGet(lp, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+					clientv3.WithMaxCreateRev(ownRev-1),
+					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))},
+					clientv3.Compare(clientv3.CreateRevision(own), "=", ownRev), false},
+				{"create-floor", []clientv3.Op{clientv3.OpPut(newKey, value, clientv3.WithLease(lease))},
+					clientv3.Compare(clientv3.CreateRevision(newKey), "=", 0), true},
+				{"create", []clientv3.Op{clientv3.OpPut(newKey, value, clientv3.WithLease(lease)),
+					clientv3.OpGet(lp, clientv3.WithPrefix(),
+						clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))},
+					clientv3.Compare(clientv3.CreateRevision(newKey), "=", 0), true},
+			}
+			lat := make([][]time.Duration, len(steps))
+			for i := 0; b.Loop(); i++ {
+				for j := range steps {
+					k := (i + j) % len(steps)
+					s := steps[k]
+					start := time.Now()
+					resp, err := e.cli.Txn(ctx).If(s.cmp).Then(s.ops...).Commit()
+					if err != nil || !resp.Succeeded {
+						b.Fatalf("%s: %v (succeeded %v)", s.name, err, resp != nil && resp.Succeeded)
+					}
+					if s.del {
+						if _, err := e.cli.Delete(ctx, newKey); err != nil {
+							b.Fatal(err)
+						}
+					}
+					lat[k] = append(lat[k], time.Since(start))
+				}
+			}
+			for k, s := range steps {
+				if k%2 == 1 {
+					d := make([]time.Duration, len(lat[k]))
+					for i := range d {
+						d[i] = lat[k][i] - lat[k-1][i]
+					}
+					slices.Sort(d)
+					b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1e3, s.name+"-Δµs")
+				}
+				ts := slices.Sorted(slices.Values(lat[k]))
+				b.ReportMetric(float64(ts[len(ts)/2].Nanoseconds())/1e3, s.name+"-µs")
+			}
+		})
+	}
 }
