@@ -431,6 +431,17 @@ func maybeRan(err error) bool {
 // the granting majority, so that when all answer, it takes a majority of
 // masters losing their counters to lose it (redis/doc.go, Redlock).
 func (r *redlock) raiseFences(ctx context.Context, res []nodeResult, n names, val string, token int64, timeout time.Duration) (int, error) {
+	// The usual uncontended round: every master granted and took the
+	// client's proposal. Nothing to write, and no goroutine to start.
+	if !slices.ContainsFunc(res, func(x nodeResult) bool { return x.err == nil && (!x.ok || x.n != token) }) {
+		fenced := 0
+		for _, x := range res {
+			if x.ok {
+				fenced++
+			}
+		}
+		return fenced, nil
+	}
 	var mu sync.Mutex
 	var errs []error
 	fenced := 0
