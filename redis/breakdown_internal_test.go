@@ -52,18 +52,8 @@ func BenchmarkUncontendedBreakdown(b *testing.B) {
 			must(acquireScript.Run(ctx, c, keys, args...).Err())
 			must(releaseScript.Run(ctx, c, qk[:], val, be.wakeArg).Err())
 		}},
-		{"driver", func() {
-			dl, err := be.TryAcquire(ctx, req)
-			must(err)
-			must(dl.Release(ctx))
-		}},
-		{"locker", func() {
-			lease, err := l.TryAcquire(ctx, "bench/breakdown/locker")
-			must(err)
-			must(lease.Release(ctx))
-		}},
 	}
-	breakdown(b, steps)
+	breakdown(b, append(steps, layerSteps(ctx, must, be, req, l, "bench/breakdown/locker")...))
 }
 
 // BenchmarkRedlockUncontendedBreakdown is BenchmarkUncontendedBreakdown
@@ -132,18 +122,8 @@ func BenchmarkRedlockUncontendedBreakdown(b *testing.B) {
 				return releaseScript.Run(ctx, c, qk[:], val, r.wakeArg).Err()
 			})
 		}},
-		{"driver", func() {
-			dl, err := r.TryAcquire(ctx, req)
-			must(err)
-			must(dl.Release(ctx))
-		}},
-		{"locker", func() {
-			lease, err := l.TryAcquire(ctx, "bench/redlock-breakdown/locker")
-			must(err)
-			must(lease.Release(ctx))
-		}},
 	}
-	breakdown(b, steps)
+	breakdown(b, append(steps, layerSteps(ctx, must, r, req, l, "bench/redlock-breakdown/locker")...))
 }
 
 // step is one way of doing an uncontended acquire+release, or the floor.
@@ -153,6 +133,23 @@ type step struct {
 }
 
 var noopScript = goredis.NewScript("return 1")
+
+// layerSteps are a breakdown's last two steps: an acquire+release of req
+// through the backend (the driver) and of key through the Locker.
+func layerSteps(ctx context.Context, must func(error), be driver.Backend, req *driver.Request, l locker.Locker, key string) []step {
+	return []step{
+		{"driver", func() {
+			dl, err := be.TryAcquire(ctx, req)
+			must(err)
+			must(dl.Release(ctx))
+		}},
+		{"locker", func() {
+			lease, err := l.TryAcquire(ctx, key)
+			must(err)
+			must(lease.Release(ctx))
+		}},
+	}
+}
 
 func mustFor(b *testing.B) func(error) {
 	return func(err error) {
