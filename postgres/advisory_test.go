@@ -490,3 +490,32 @@ func waitersRound(t *testing.T, l locker.Locker, admin *pgx.Conn, n int) {
 		t.Fatal(err)
 	}
 }
+
+// TestAdvisory_LocksTakenOneAfterAnother_SpreadOverSessions: locks taken
+// one after another, each on an idle shared session, are spread over the
+// Locker's shared sessions rather than all put on the first. Every
+// statement on a session costs the server about 40 ns per advisory lock
+// the session holds (docs/design/postgres.md, *The advisory mode*), so a
+// session holding all of a Locker's locks slows each of its statements.
+func TestAdvisory_LocksTakenOneAfterAnother_SpreadOverSessions(t *testing.T) {
+	const n = 1024
+	dsn := testenv.PostgresDB(t)
+	l := newLocker(t, dsn, postgres.WithMode(postgres.Advisory), locker.WithTTL(10*time.Minute))
+	admin := adminConn(t, dsn)
+	for i := range n {
+		if _, err := l.TryAcquire(ctxT(t, time.Minute), fmt.Sprintf("one-after-another/%d", i)); err != nil {
+			t.Fatalf("TryAcquire #%d: %v", i, err)
+		}
+	}
+	var sessions, most int
+	err := admin.QueryRow(ctxT(t, 30*time.Second), "SELECT count(*), max(n) FROM (SELECT count(*) AS n FROM pg_locks "+
+		"WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "+
+		"GROUP BY pid) AS per_session").Scan(&sessions, &most)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if most > n/postgres.SharedConns {
+		t.Fatalf("%d locks taken one after another: %d sessions, the busiest holding %d; want none above %d",
+			n, sessions, most, n/postgres.SharedConns)
+	}
+}

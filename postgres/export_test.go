@@ -48,3 +48,7 @@ const (
 	TryOnSQL   = tryOnSQL
 	ReleaseSQL = releaseSQL
 )
+
+// SharedConns is how many shared sessions an advisory Locker keeps per TTL
+// at most.
+const SharedConns = sharedConns
