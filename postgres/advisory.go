@@ -177,13 +177,17 @@ func (a *advBackend) sharedSession(ctx context.Context, ttl time.Duration) (*ses
 		return nil, errClosed
 	}
 	class := a.classes[ttl]
-	var idle *session // the idle session holding the fewest locks
+	var idle *session // the idle session holding the fewest locks, idleLocks
+	idleLocks := 0
 	for _, s := range class {
-		if len(s.turn) == 0 && (idle == nil || s.count() < idle.count()) {
-			idle = s
+		if len(s.turn) != 0 {
+			continue
+		}
+		if n := s.count(); idle == nil || n < idleLocks {
+			idle, idleLocks = s, n
 		}
 	}
-	if idle != nil && idle.count() < spreadLocks {
+	if idle != nil && idleLocks < spreadLocks {
 		a.mu.Unlock()
 		return idle, nil
 	}
